@@ -1,0 +1,257 @@
+"""Configuration: pydantic v2 models loaded from YAML (or JSON), errors naming file and field.
+
+The deployment shape is deliberately flat and equal to what `slo-monitor recipe import --format
+json` prints, so an imported recipe is a config the sidecar runs as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from monitor.conventions import SLIS, parse_duration
+
+Role = Literal["server", "prefill", "decode", "router", "npu", "gpu", "request-log"]
+Source = Literal[
+    "sglang", "router", "router-engine-metrics", "npu-smi", "npu-exporter", "dcgm", "nvml", "request-log"
+]
+Mode = Literal["pd-mixed", "pd-disaggregated"]
+
+DEFAULT_SOURCE: dict[str, str] = {
+    "server": "sglang",
+    "prefill": "sglang",
+    "decode": "sglang",
+    "router": "router",
+    "npu": "npu-smi",
+    "gpu": "dcgm",
+    "request-log": "request-log",
+}
+PLACEHOLDER_RE = re.compile(r"<[^<>]+>|\$\{?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\}?")
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; the message names the file and each bad field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Target(_Strict):
+    """One thing to observe. `url` for HTTP sources, `command` for npu-smi, `path` for request logs."""
+
+    role: Role
+    source: Source | None = Field(default=None, description="defaults from role")
+    url: str | None = None
+    command: list[str] | None = None
+    path: str | None = None
+    node: str | None = None
+    name: str | None = Field(default=None, description="stable id; defaults to role@url")
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    bearer_token: str | None = Field(default=None, repr=False)
+
+    @model_validator(mode="after")
+    def _fill(self) -> Target:
+        if self.source is None:
+            self.source = DEFAULT_SOURCE[self.role]  # type: ignore[assignment]
+        needs_url = self.source in ("sglang", "router", "router-engine-metrics", "npu-exporter", "dcgm")
+        if needs_url and not self.url:
+            raise ValueError(f"source {self.source!r} needs `url` (e.g. http://127.0.0.1:30000/metrics)")
+        if self.source == "request-log" and not self.path:
+            raise ValueError("source 'request-log' needs `path` (SGLang's --export-metrics-to-file-dir)")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        return self
+
+    @property
+    def id(self) -> str:
+        return self.name or f"{self.role}@{self.url or self.path or ' '.join(self.command or ['npu-smi'])}"
+
+    @property
+    def has_placeholder(self) -> bool:
+        return bool(PLACEHOLDER_RE.search(self.url or "") or PLACEHOLDER_RE.search(self.path or ""))
+
+
+class Baseline(_Strict):
+    """What the recipe measured; a regression alert compares live numbers with it."""
+
+    ttft_mean_seconds: float | None = Field(default=None, gt=0)
+    tpot_mean_seconds: float | None = Field(default=None, gt=0)
+    output_throughput_tokens_per_second: float | None = Field(default=None, gt=0)
+    source: str | None = None
+
+
+class Deployment(_Strict):
+    name: str
+    model: str = "unknown"
+    hardware: str = "unknown"
+    cards: int | None = Field(default=None, ge=1)
+    mode: Mode = "pd-mixed"
+    dataset: str | None = None
+    input_tokens: int | None = Field(default=None, ge=0)
+    output_tokens: int | None = Field(default=None, ge=0)
+    prefix_cache_hit: float | None = Field(default=None, ge=0, le=1)
+    image_inputs: str | None = None
+    quantization: str | None = None
+    tpot_target_seconds: float | None = Field(default=None, gt=0)
+    ttft_target_seconds: float | None = Field(default=None, gt=0)
+    itl_target_seconds: float | None = Field(default=None, gt=0)
+    e2e_target_seconds: float | None = Field(default=None, gt=0)
+    objective: float = Field(default=0.99, gt=0, lt=1)
+    period: str = "30d"
+    # Accept an SLI whose target is not a bucket edge (interpolated, reported as approximate).
+    approximate: bool = False
+    # Bucket lists the servers were launched with (--bucket-*); defaults are SGLang 0.5.23's.
+    buckets: dict[str, list[float]] = Field(default_factory=dict)
+    baseline: Baseline | None = None
+    targets: list[Target] = Field(default_factory=list)
+    launch: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not SLUG_RE.match(v):
+            raise ValueError("must be a slug: lowercase letters, digits, '.', '_' or '-', e.g. kimi-k2-6-pd-16p")
+        return v
+
+    @field_validator("period")
+    @classmethod
+    def _period(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @field_validator("buckets")
+    @classmethod
+    def _buckets(cls, v: dict[str, list[float]]) -> dict[str, list[float]]:
+        for sli, edges in v.items():
+            if sli not in SLIS:
+                raise ValueError(f"unknown SLI {sli!r}; expected one of {', '.join(SLIS)}")
+            if sorted(edges) != list(edges) or len(set(edges)) != len(edges):
+                raise ValueError(f"{sli} bucket edges must be strictly increasing")
+        return v
+
+    @model_validator(mode="after")
+    def _ids_unique(self) -> Deployment:
+        dup = [k for k, n in Counter(t.id for t in self.targets).items() if n > 1]
+        if dup:
+            raise ValueError(f"duplicate target {dup[0]!r}; give each a distinct url or name")
+        return self
+
+    def target_seconds(self, sli: str) -> float | None:
+        return getattr(self, f"{sli}_target_seconds")
+
+    @property
+    def slis(self) -> list[str]:
+        return [s for s in SLIS if self.target_seconds(s) is not None]
+
+    @property
+    def period_seconds(self) -> int:
+        return parse_duration(self.period)
+
+
+class SidecarSettings(_Strict):
+    listen_host: str = "127.0.0.1"
+    listen_port: int = Field(default=9464, ge=0, le=65535)
+    scrape_interval_seconds: float = Field(default=5.0, gt=0)
+    scrape_timeout_seconds: float = Field(default=3.0, gt=0)
+    max_response_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    max_concurrent_scrapes: int = Field(default=64, ge=1)
+    recording_path: str | None = None
+    api_bearer_token: str | None = Field(default=None, repr=False)
+    otlp_endpoint: str | None = None
+    otlp_interval_seconds: float = Field(default=15.0, gt=0)
+
+    @model_validator(mode="after")
+    def _timeout_le_interval(self) -> SidecarSettings:
+        if self.scrape_timeout_seconds > self.scrape_interval_seconds:
+            raise ValueError("scrape_timeout_seconds must not exceed scrape_interval_seconds")
+        return self
+
+
+class Config(_Strict):
+    sidecar: SidecarSettings = Field(default_factory=SidecarSettings)
+    deployments: list[Deployment] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> Config:
+        dup = [k for k, n in Counter(d.name for d in self.deployments).items() if n > 1]
+        if dup:
+            raise ValueError(f"two deployments are named {dup[0]!r}; names must be unique")
+        return self
+
+    def deployment(self, name: str) -> Deployment:
+        for d in self.deployments:
+            if d.name == name:
+                return d
+        raise KeyError(f"no deployment named {name!r}; known: {', '.join(d.name for d in self.deployments)}")
+
+
+def _loc(loc: tuple[Any, ...], data: Any) -> str:
+    """`deployments[2] (kimi-pd).targets[0].url` from a pydantic error location."""
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if isinstance(item, int):
+            label = f"[{item}]"
+            if isinstance(node, list) and item < len(node):
+                node = node[item]
+                if isinstance(node, dict) and isinstance(node.get("name"), str):
+                    label += f" ({node['name']})"
+            parts.append(label)
+        else:
+            parts.append(("." if parts else "") + str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+    return "".join(parts) or "(top level)"
+
+
+def format_validation_error(err: ValidationError, source: str, data: Any) -> str:
+    lines = [f"{source}: invalid config ({err.error_count()} error{'s' if err.error_count() > 1 else ''})"]
+    for e in err.errors():
+        where = _loc(tuple(e["loc"]), data)
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (typo?)"
+        elif e["type"] == "literal_error":
+            msg = f"{msg}; got {e.get('input')!r}"
+        lines.append(f"  {where}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, source: str = "<config>") -> Config:
+    if data is None:
+        data = {}
+    if isinstance(data, dict) and "deployments" not in data and data.get("apiVersion", "").startswith("openslo"):
+        raise ConfigError(f"{source}: OpenSLO documents are read with `monitor.generate.openslo.load`")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with `deployments:` at the top, got {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, source, data)) from None
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config: {err.strerror or err}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}:{where} not valid YAML: {getattr(err, 'problem', err)}") from None
+    if len(docs) > 1 or (docs and isinstance(docs[0], dict) and str(docs[0].get("apiVersion", "")).startswith("openslo")):
+        from monitor.generate.openslo import config_from_openslo  # noqa: PLC0415 - optional input format
+
+        return config_from_openslo(docs, str(path))
+    return parse_config(docs[0] if docs else {}, str(path))
