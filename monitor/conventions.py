@@ -127,7 +127,7 @@ M_SCRAPE_BYTES = f"{NS}_target_scrape_bytes"
 M_LAST_SUCCESS = f"{NS}_target_last_success_timestamp_seconds"
 M_SCRAPES = f"{NS}_target_scrapes_total"
 M_SCRAPE_ERRORS = f"{NS}_target_scrape_errors_total"
-M_COUNTER_RESETS = f"{NS}_target_counter_resets_total"
+M_COUNTER_RESETS = f"{NS}_target_restarts_total"  # counter resets = SGLang restarts
 M_DEPLOYMENT_INFO = f"{NS}_deployment_info"
 M_BASELINE_TPOT = f"{NS}_baseline_tpot_seconds"
 M_BASELINE_TTFT = f"{NS}_baseline_ttft_seconds"

@@ -1,0 +1,36 @@
+"""`slo-monitor run -c CONFIG`: the sidecar."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from monitor.config import load_config
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"--listen expects HOST:PORT, got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run the sidecar: scrape targets, compute SLO state, serve /metrics")
+    p.add_argument("-c", "--config", required=True, help="deployment config (YAML)")
+    p.add_argument("--listen", help="HOST:PORT to serve on (default from config: 127.0.0.1:9464)")
+    p.add_argument("--shard", help="i/N: scrape only this sidecar's share of the targets")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from monitor.sidecar import serve
+
+    config = load_config(args.config)
+    if args.shard:
+        from monitor.scrape.shard import apply_shard
+
+        config = apply_shard(config, args.shard)
+    host, port = parse_listen(args.listen) if args.listen else (None, None)
+    asyncio.run(serve(config, host=host, port=port))
+    return 0

@@ -1,0 +1,118 @@
+"""`slo-monitor status`: a live terminal table of deployments against their targets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from monitor.export.status_model import DeploymentStatus, SliStatus, StatusResponse
+
+RED, GREEN, YELLOW, DIM, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[2m", "\x1b[0m"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1000:.1f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.2f}%"
+
+
+def _sli_cells(s: SliStatus | None) -> list[str]:
+    if s is None:
+        return ["-", "-", "-", "-", "-"]
+    w5 = next((w for w in s.windows if w.window == "5m"), None)
+    w1h = next((w for w in s.windows if w.window == "1h"), None)
+    approx = "" if s.target_is_bucket_edge else "~"
+    return [
+        f"{_ms(s.target_seconds)}",
+        f"{_ms(w5.p99_seconds if w5 else None)}",
+        f"{approx}{_pct(w5.good_ratio if w5 else None)}",
+        f"{(w1h.burn_rate if w1h else 0):.1f}x",
+        _pct(s.error_budget_remaining),
+    ]
+
+
+def _state(d: DeploymentStatus) -> tuple[str, str]:
+    if any(t.up is False and not t.placeholder for t in d.targets if t.role in ("server", "decode", "prefill")):
+        return "DOWN", RED
+    if any(s.breaching for s in d.slis):
+        return "BREACH", RED
+    fast = [w.burn_rate for s in d.slis for w in s.windows if w.window in ("5m", "1h")]
+    if fast and max(fast) >= 1.0:
+        return "BURNING", YELLOW
+    if all(t.placeholder for t in d.targets) and d.targets:
+        return "UNSET", DIM
+    return "OK", GREEN
+
+
+def render_table(status: StatusResponse, *, color: bool = True) -> str:
+    head = ["deployment", "state", "TPOT tgt ms", "TPOT p99 5m", "TPOT SLI 5m", "burn 1h", "budget",
+            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "run", "queue", "up"]
+    rows = []
+    for d in status.deployments:
+        slis = {s.sli: s for s in d.slis}
+        state, col = _state(d)
+        load = d.load.get("all", {})
+        ups = sum(1 for t in d.targets if t.up)
+        tpot = _sli_cells(slis.get("tpot"))
+        ttft = _sli_cells(slis.get("ttft"))
+        rows.append(([d.name, state, *tpot, *ttft[:3],
+                      f"{load.get('num_running_reqs', 0):.0f}", f"{load.get('num_queue_reqs', 0):.0f}",
+                      f"{ups}/{len(d.targets)}"], col))
+    widths = [max(len(h), *(len(r[0][i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+    for cells, col in rows:
+        line = "  ".join(c.ljust(w) for c, w in zip(cells, widths))
+        out.append(f"{col}{line}{RESET}" if color else line)
+    side = status.sidecar
+    out.append(f"{DIM if color else ''}sidecar {side.version}: {side.cycles} cycles, last {side.last_cycle_seconds * 1000:.0f} ms, "
+               f"interval {side.scrape_interval_seconds:g}s; ~ = target off bucket edges (interpolated){RESET if color else ''}")
+    notes = [f"  {d.name}: {s.sli} target {s.target_seconds * 1000:g} ms is not a bucket edge; launch with {s.fix_flag}"
+             for d in status.deployments for s in d.slis if s.fix_flag]
+    return "\n".join(out + notes[:5])
+
+
+def fetch_status(url: str, token: str | None = None, timeout: float = 5.0) -> StatusResponse:
+    req = urllib.request.Request(url.rstrip("/") + "/api/v1/status")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - user-given sidecar URL
+        return StatusResponse.model_validate(json.loads(resp.read()))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="live table of deployments vs SLO targets (reads a running sidecar)")
+    p.add_argument("--url", default="http://127.0.0.1:9464", help="sidecar base URL")
+    p.add_argument("--token", help="bearer token for /api/*")
+    p.add_argument("--watch", type=float, default=0.0, metavar="SECONDS", help="refresh every N seconds")
+    p.add_argument("--json", action="store_true", help="print the raw status JSON once")
+    p.add_argument("--no-color", action="store_true")
+    p.set_defaults(func=_status)
+
+
+def _status(args: argparse.Namespace) -> int:
+    while True:
+        try:
+            st = fetch_status(args.url, args.token)
+        except (urllib.error.URLError, OSError) as err:
+            print(f"slo-monitor: cannot reach the sidecar at {args.url}: {err}", file=sys.stderr)
+            if not args.watch:
+                return 1
+            time.sleep(args.watch)
+            continue
+        if args.json:
+            print(st.model_dump_json(indent=2))
+            return 0
+        table = render_table(st, color=not args.no_color and sys.stdout.isatty())
+        if args.watch:
+            sys.stdout.write("\x1b[H\x1b[2J" + table + "\n")
+            sys.stdout.flush()
+            time.sleep(args.watch)
+        else:
+            print(table)
+            return 0

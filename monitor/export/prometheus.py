@@ -1,0 +1,107 @@
+"""The sidecar's own `/metrics`: a prometheus_client custom collector over the latest state.
+
+Everything is in base units with Prometheus naming (promtool check metrics clean). An empty
+window exports no SLI, no quantile and a zero burn rate: never NaN, never a false page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor import conventions as C
+from monitor.export.status_model import StatusResponse
+
+
+def _ok(x: float | None) -> bool:
+    return x is not None and not math.isnan(x) and not math.isinf(x)
+
+
+def _fmt_q(q: float) -> str:
+    return f"{q:g}"
+
+
+def families_from_status(status: StatusResponse) -> Iterator[Metric]:
+    D, DS, DSW = ["deployment"], ["deployment", "sli"], ["deployment", "sli", "window"]
+    target = GaugeMetricFamily(C.M_SLI_TARGET, "SLO latency target of each SLI, from the recipe or config.", labels=DS)
+    objective = GaugeMetricFamily(C.M_OBJECTIVE, "SLO objective: share of events that must meet the target.", labels=DS)
+    edge = GaugeMetricFamily(C.M_TARGET_IS_EDGE, "1 when the target is a bucket edge of SGLang's histogram (exact SLI), 0 when interpolated.", labels=DS)
+    good = GaugeMetricFamily(C.M_GOOD_RATIO, "Share of events in the window at or under the target (SLI).", labels=DSW)
+    lower = GaugeMetricFamily(C.M_GOOD_RATIO_LOWER, "Lower bound of the SLI when the target is not a bucket edge.", labels=DSW)
+    upper = GaugeMetricFamily(C.M_GOOD_RATIO_UPPER, "Upper bound of the SLI when the target is not a bucket edge.", labels=DSW)
+    events = GaugeMetricFamily(C.M_EVENTS, "Events (requests, or tokens for ITL) observed in the window.", labels=DSW)
+    burn = GaugeMetricFamily(C.M_BURN_RATE, "Error-budget burn rate over the window: (1 - SLI) / (1 - objective).", labels=DSW)
+    budget = GaugeMetricFamily(C.M_BUDGET_REMAINING, "Error budget left over the SLO period (or the history the sidecar has), as a ratio; negative when overspent.", labels=DS)
+    quant = GaugeMetricFamily(C.M_LATENCY_QUANTILE, "Latency quantile over the window (histogram_quantile semantics).", labels=[*DSW, "quantile"])
+    mean = GaugeMetricFamily(C.M_LATENCY_MEAN, "Mean latency over the window (sum / count).", labels=DSW)
+    load = GaugeMetricFamily(C.M_LOAD, "SGLang load gauges per deployment and role (summed per DP rank; ratios take the max).", labels=["deployment", "role", "metric"])
+    rates = GaugeMetricFamily(f"{C.NS}_deployment_rate_per_second", "Per-second rate over 5m of SGLang counters, reset-aware.", labels=["deployment", "counter"])
+    info = GaugeMetricFamily(C.M_DEPLOYMENT_INFO, "Deployment identity from the recipe.", labels=[*D, "model", "hardware", "mode", "cards"])
+    up = GaugeMetricFamily(C.M_TARGET_UP, "1 when the last scrape of the target succeeded.", labels=["deployment", "role", "target"])
+    dur = GaugeMetricFamily(C.M_SCRAPE_DURATION, "Duration of the last scrape of the target.", labels=["deployment", "role", "target"])
+    samples = GaugeMetricFamily(C.M_SCRAPE_SAMPLES, "Samples in the last successful scrape.", labels=["deployment", "role", "target"])
+    size = GaugeMetricFamily(C.M_SCRAPE_BYTES, "Bytes in the last successful scrape.", labels=["deployment", "role", "target"])
+    last = GaugeMetricFamily(C.M_LAST_SUCCESS, "Unix time of the last successful scrape.", labels=["deployment", "role", "target"])
+    scrapes = CounterMetricFamily(C.M_SCRAPES, "Scrapes attempted.", labels=["deployment", "role", "target"])
+    errors = CounterMetricFamily(C.M_SCRAPE_ERRORS, "Scrapes that failed (down, slow, too big, malformed).", labels=["deployment", "role", "target"])
+    resets = CounterMetricFamily(C.M_COUNTER_RESETS, "Restarts of the target seen as counter resets (SGLang starts a fresh multiprocess dir).", labels=["deployment", "role", "target"])
+
+    for dep in status.deployments:
+        info.add_metric([dep.name, dep.model, dep.hardware, dep.mode, str(dep.cards or "")], 1.0)
+        for s in dep.slis:
+            ls = [dep.name, s.sli]
+            target.add_metric(ls, s.target_seconds)
+            objective.add_metric(ls, s.objective)
+            edge.add_metric(ls, 1.0 if s.target_is_bucket_edge else 0.0)
+            if _ok(s.error_budget_remaining):
+                budget.add_metric(ls, s.error_budget_remaining)  # type: ignore[arg-type]
+            for w in s.windows:
+                lw = [*ls, w.window]
+                events.add_metric(lw, w.events)
+                burn.add_metric(lw, w.burn_rate)
+                if _ok(w.good_ratio):
+                    good.add_metric(lw, w.good_ratio)  # type: ignore[arg-type]
+                    if not s.target_is_bucket_edge:
+                        lower.add_metric(lw, w.good_ratio_lower or 0.0)
+                        upper.add_metric(lw, w.good_ratio_upper or 0.0)
+                for q, v in ((0.5, w.p50_seconds), (0.9, w.p90_seconds), (0.99, w.p99_seconds)):
+                    if _ok(v):
+                        quant.add_metric([*lw, _fmt_q(q)], v)  # type: ignore[arg-type]
+                if _ok(w.mean_seconds):
+                    mean.add_metric(lw, w.mean_seconds)  # type: ignore[arg-type]
+        for role, metrics in sorted(dep.load.items()):
+            for metric, v in sorted(metrics.items()):
+                load.add_metric([dep.name, role, metric], v)
+        for counter, v in sorted(dep.rates.items()):
+            rates.add_metric([dep.name, counter], v)
+        for t in dep.targets:
+            lt = [dep.name, t.role, t.id]
+            up.add_metric(lt, 1.0 if t.up else 0.0)
+            scrapes.add_metric(lt, float(t.scrapes))
+            errors.add_metric(lt, float(t.errors))
+            resets.add_metric(lt, float(t.counter_resets))
+            if t.last_scrape_ts is not None:
+                dur.add_metric(lt, t.scrape_duration_seconds)
+            if t.last_success_ts is not None:
+                last.add_metric(lt, t.last_success_ts)
+                samples.add_metric(lt, float(t.samples))
+                size.add_metric(lt, float(t.bytes))
+    yield from (info, target, objective, edge, good, lower, upper, events, burn, budget, quant, mean, load,
+                rates, up, dur, samples, size, last, scrapes, errors, resets)
+
+
+class SidecarCollector(Collector):
+    """Reads a fresh StatusResponse (and extra families, e.g. accelerators) on every scrape."""
+
+    def __init__(self, status: Callable[[], StatusResponse],
+                 extra: Callable[[], Iterable[Metric]] | None = None) -> None:
+        self._status = status
+        self._extra = extra
+
+    def collect(self) -> Iterator[Metric]:
+        yield from families_from_status(self._status())
+        if self._extra is not None:
+            yield from self._extra()

@@ -1,0 +1,138 @@
+"""Wire types of `/api/v1/status` (pydantic), and their construction from engine state."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel
+
+from monitor import __version__
+from monitor.config import Deployment
+from monitor.scrape.status import TargetStatus
+from monitor.slo.state import DeploymentState, SliState
+
+
+def _f(x: float | None) -> float | None:
+    """JSON has no NaN/Inf: they become null."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return x
+
+
+class WindowStatus(BaseModel):
+    window: str
+    seconds: float
+    covered_seconds: float
+    events: float
+    good_ratio: float | None
+    good_ratio_lower: float | None
+    good_ratio_upper: float | None
+    burn_rate: float
+    p50_seconds: float | None
+    p90_seconds: float | None
+    p99_seconds: float | None
+    mean_seconds: float | None
+
+
+class SliStatus(BaseModel):
+    sli: str
+    target_seconds: float
+    objective: float
+    target_is_bucket_edge: bool
+    fix_flag: str | None
+    error_budget_remaining: float | None
+    budget_covered_seconds: float
+    breaching: bool  # the shortest window's SLI is under the objective
+    windows: list[WindowStatus]
+
+
+class TargetStatusModel(BaseModel):
+    id: str
+    role: str
+    source: str
+    url: str | None
+    up: bool
+    placeholder: bool
+    last_error: str | None
+    last_scrape_ts: float | None
+    last_success_ts: float | None
+    scrape_duration_seconds: float
+    samples: int
+    bytes: int
+    scrapes: int
+    errors: int
+    counter_resets: int
+    format: str | None
+    detail: dict[str, float]
+
+
+class DeploymentStatus(BaseModel):
+    name: str
+    model: str
+    hardware: str
+    cards: int | None
+    mode: str
+    slis: list[SliStatus]
+    load: dict[str, dict[str, float]]
+    rates: dict[str, float]
+    targets: list[TargetStatusModel]
+    warnings: list[str]
+
+
+class SidecarStatus(BaseModel):
+    version: str
+    started_at: float
+    now: float
+    scrape_interval_seconds: float
+    cycles: int
+    last_cycle_seconds: float
+
+
+class StatusResponse(BaseModel):
+    sidecar: SidecarStatus
+    deployments: list[DeploymentStatus]
+
+
+def sli_status(s: SliState) -> SliStatus:
+    wins = [
+        WindowStatus(
+            window=w.window, seconds=w.seconds, covered_seconds=w.covered_seconds, events=w.events,
+            good_ratio=_f(w.good_ratio), good_ratio_lower=_f(w.good_ratio_lower),
+            good_ratio_upper=_f(w.good_ratio_upper), burn_rate=_f(w.burn_rate) or 0.0,
+            p50_seconds=_f(w.quantiles.get(0.5)), p90_seconds=_f(w.quantiles.get(0.9)),
+            p99_seconds=_f(w.quantiles.get(0.99)), mean_seconds=_f(w.mean),
+        )
+        for w in s.windows.values()
+    ]
+    first = next(iter(s.windows.values()), None)
+    breaching = bool(first and first.good_ratio is not None and first.good_ratio < s.objective)
+    return SliStatus(
+        sli=s.sli, target_seconds=s.target_seconds, objective=s.objective, target_is_bucket_edge=s.exact,
+        fix_flag=s.fix_flag, error_budget_remaining=_f(s.budget_remaining),
+        budget_covered_seconds=s.budget_covered_seconds, breaching=breaching, windows=wins,
+    )
+
+
+def target_status(t: TargetStatus) -> TargetStatusModel:
+    return TargetStatusModel(
+        id=t.target_id, role=t.role, source=t.source, url=t.url, up=t.up, placeholder=t.placeholder,
+        last_error=t.last_error, last_scrape_ts=t.last_scrape_ts, last_success_ts=t.last_success_ts,
+        scrape_duration_seconds=t.duration_seconds, samples=t.samples, bytes=t.bytes, scrapes=t.scrapes,
+        errors=t.errors, counter_resets=t.resets, format=t.format, detail=t.detail,
+    )
+
+
+def deployment_status(dep: Deployment, state: DeploymentState, targets: list[TargetStatus]) -> DeploymentStatus:
+    return DeploymentStatus(
+        name=dep.name, model=dep.model, hardware=dep.hardware, cards=dep.cards, mode=dep.mode,
+        slis=[sli_status(s) for s in state.slis.values()],
+        load={role: {k: v for k, v in m.items() if _f(v) is not None} for role, m in state.load.items()},
+        rates={k: v for k, v in state.rates.items() if _f(v) is not None},
+        targets=[target_status(t) for t in targets],
+        warnings=list(dep.warnings),
+    )
+
+
+def sidecar_status(started_at: float, now: float, interval: float, cycles: int, last: float) -> SidecarStatus:
+    return SidecarStatus(version=__version__, started_at=started_at, now=now, scrape_interval_seconds=interval,
+                         cycles=cycles, last_cycle_seconds=last)

@@ -1,0 +1,93 @@
+"""Turn selected samples into the shapes the SLO engine uses: histograms, counters, gauges."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from monitor.conventions import COUNTERS, GAUGES, KV_TRANSFER_LATENCY, LEGACY_TPOT_FAMILY, SLI_FAMILIES
+from monitor.parse.exposition import Labels, Sample
+
+
+class HistogramSeries(NamedTuple):
+    """One cumulative histogram series: `edges` ascending and ending with +Inf."""
+
+    family: str
+    labels: Labels  # without `le`
+    edges: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    sum: float
+    count: float
+
+
+class HistogramError(ValueError):
+    pass
+
+
+def histogram_sample_names(families: Iterable[str]) -> set[str]:
+    return {f"{f}{s}" for f in families for s in ("_bucket", "_sum", "_count")}
+
+
+def engine_wanted() -> frozenset[str]:
+    """Every sample name the sidecar's SLO engine reads from an SGLang server."""
+    hists = [*SLI_FAMILIES.values(), LEGACY_TPOT_FAMILY, KV_TRANSFER_LATENCY]
+    return frozenset(histogram_sample_names(hists) | set(COUNTERS.values()) | set(GAUGES.values()))
+
+
+def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = True) -> list[HistogramSeries]:
+    """Assemble the series of one histogram family; order of lines does not matter.
+
+    strict: a series whose buckets are not monotone, or that lacks +Inf, raises HistogramError
+    (a scrape with such a histogram is rejected rather than silently corrupting windows).
+    """
+    buckets: dict[Labels, dict[float, float]] = {}
+    sums: dict[Labels, float] = {}
+    counts: dict[Labels, float] = {}
+    b_name, s_name, c_name = family + "_bucket", family + "_sum", family + "_count"
+    for s in samples:
+        if s.name == b_name:
+            le = None
+            rest = []
+            for k, v in s.labels:
+                if k == "le":
+                    le = v
+                else:
+                    rest.append((k, v))
+            if le is None:
+                raise HistogramError(f"{b_name} sample without an `le` label")
+            try:
+                edge = float(le)
+            except ValueError:
+                raise HistogramError(f"{b_name}: le={le!r} is not a number") from None
+            series = buckets.setdefault(tuple(rest), {})
+            if edge in series:
+                raise HistogramError(f"{b_name}{dict(rest)}: duplicate bucket le={le!r}")
+            series[edge] = s.value
+        elif s.name == s_name:
+            sums[s.labels] = s.value
+        elif s.name == c_name:
+            counts[s.labels] = s.value
+    out: list[HistogramSeries] = []
+    for labels, series in buckets.items():
+        edges = tuple(sorted(series))
+        cum = tuple(series[e] for e in edges)
+        if not edges or edges[-1] != math.inf:
+            if strict:
+                raise HistogramError(f"{family}{dict(labels)}: no +Inf bucket")
+            continue
+        if strict:
+            for v in cum:
+                if math.isnan(v) or v < 0:
+                    raise HistogramError(f"{family}{dict(labels)}: bucket count {v} is negative or NaN")
+            for a, b in zip(cum, cum[1:]):
+                if b < a:
+                    raise HistogramError(f"{family}{dict(labels)}: bucket counts are not monotone")
+        count = counts.get(labels, cum[-1])
+        out.append(HistogramSeries(family, labels, edges, cum, sums.get(labels, math.nan), count))
+    out.sort(key=lambda h: h.labels)
+    return out
+
+
+def scalar_series(samples: Iterable[Sample], name: str) -> list[Sample]:
+    return [s for s in samples if s.name == name]

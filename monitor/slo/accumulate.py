@@ -1,0 +1,94 @@
+"""Counter-reset handling: raw cumulative values in, monotone ("adjusted") values out.
+
+SGLang starts a fresh prometheus multiprocess directory on every restart, so every counter and
+histogram drops to zero. Like Prometheus's `increase()`, a decrease is read as a reset: the value
+before it is kept as an offset, so window deltas never go negative and nothing is lost. A series
+that stops being scraped keeps its last adjusted value (it contributes no delta until it returns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from monitor.slo.histogram import Hist
+
+
+def hist_decreased(new: Hist, old: Hist) -> bool:
+    if new.count < old.count or new.total < old.total:
+        return True
+    if new.edges != old.edges:
+        return True  # relaunched with other buckets: a new process, treat as reset
+    return any(a < b for a, b in zip(new.cumulative, old.cumulative))
+
+
+def add(a: Hist, b: Hist) -> Hist:
+    """a + b, keeping a's edges where b has them (b's edges are a superset or equal)."""
+    if a.edges == b.edges:
+        cum = tuple(x + y for x, y in zip(a.cumulative, b.cumulative))
+        return Hist(a.edges, cum, a.sum + b.sum, a.count + b.count)
+    index = {e: i for i, e in enumerate(b.edges)}
+    edges = tuple(e for e in a.edges if e in index)
+    cum = tuple(a.cumulative[a.edges.index(e)] + b.cumulative[index[e]] for e in edges)
+    return Hist(edges, cum, a.sum + b.sum, a.count + b.count)
+
+
+@dataclass
+class HistAccumulator:
+    last_raw: Hist | None = None
+    offset: Hist | None = None
+    resets: int = 0
+
+    def update(self, raw: Hist) -> bool:
+        """Feed one scraped value; returns True when a reset was detected."""
+        reset = self.last_raw is not None and hist_decreased(raw, self.last_raw)
+        if reset:
+            prev = self.adjusted()
+            self.offset = prev
+            self.resets += 1
+        self.last_raw = raw
+        return reset
+
+    def adjusted(self) -> Hist | None:
+        if self.last_raw is None:
+            return None
+        if self.offset is None:
+            return self.last_raw
+        return add(self.last_raw, self.offset)
+
+
+@dataclass
+class ScalarAccumulator:
+    last_raw: float | None = None
+    offset: float = 0.0
+    resets: int = 0
+
+    def update(self, raw: float) -> bool:
+        reset = self.last_raw is not None and raw < self.last_raw
+        if reset:
+            self.offset += self.last_raw  # type: ignore[operator]
+            self.resets += 1
+        self.last_raw = raw
+        return reset
+
+    def adjusted(self) -> float | None:
+        return None if self.last_raw is None else self.last_raw + self.offset
+
+
+@dataclass
+class SeriesBook:
+    """Accumulators keyed by (target, family, labels)."""
+
+    hists: dict[tuple, HistAccumulator] = field(default_factory=dict)
+    scalars: dict[tuple, ScalarAccumulator] = field(default_factory=dict)
+
+    def hist(self, key: tuple) -> HistAccumulator:
+        acc = self.hists.get(key)
+        if acc is None:
+            acc = self.hists[key] = HistAccumulator()
+        return acc
+
+    def scalar(self, key: tuple) -> ScalarAccumulator:
+        acc = self.scalars.get(key)
+        if acc is None:
+            acc = self.scalars[key] = ScalarAccumulator()
+        return acc

@@ -1,0 +1,118 @@
+"""Per-deployment SLO engine: parsed scrapes in, DeploymentState out. No I/O.
+
+Which roles feed which numbers (SGLang 0.5.23 semantics, reference/sglang_metrics.md §1.4, §8):
+  - TTFT/TPOT/ITL/E2E come from `server` (mixed) and `decode` servers; a PD prefill server
+    records none of them (its tokenizer skips them), and in PD mode TTFT is measured on decode.
+  - Request and token counters likewise (a PD request passes both servers: count it once).
+  - PD transfer/bootstrap failures and load gauges come from every role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from monitor.config import Deployment, Target
+from monitor.conventions import COUNTERS, GAUGES, SIDECAR_WINDOWS, SLI_FAMILIES
+from monitor.parse.exposition import Exposition, Sample
+from monitor.parse.families import group_histograms, scalar_series
+from monitor.slo.accumulate import SeriesBook
+from monitor.slo.histogram import Hist, merge
+from monitor.slo.load import aggregate
+from monitor.slo.state import DeploymentState, compute_sli_states, good_total
+from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
+
+SLI_ROLES = frozenset({"server", "decode"})
+ALL_ROLE_COUNTERS = frozenset({"bootstrap_failed_total", "transfer_failed_total"})
+RATE_WINDOW = 300.0
+
+
+class DeploymentEngine:
+    def __init__(self, deployment: Deployment, store: SnapshotStore | None = None) -> None:
+        self.deployment = deployment
+        self.store = store or SnapshotStore(long_horizon=float(deployment.period_seconds))
+        self.book = SeriesBook()
+        self._hist_keys: dict[str, set[tuple]] = {sli: set() for sli in SLI_FAMILIES}
+        self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
+        self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
+        self.resets: dict[str, int] = {}
+
+    def observe(self, target: Target, expo: Exposition) -> int:
+        """Feed one successful scrape of an SGLang server; returns counter resets detected."""
+        tid = target.id
+        resets = 0
+        samples = expo.selected
+        if target.role in SLI_ROLES:
+            for sli, family in SLI_FAMILIES.items():
+                for series in group_histograms(samples, family):
+                    key = (tid, family, series.labels)
+                    acc = self.book.hist(key)
+                    if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count)):
+                        resets += 1
+                    self._hist_keys[sli].add(key)
+        for cname, family in COUNTERS.items():
+            if target.role not in SLI_ROLES and cname not in ALL_ROLE_COUNTERS:
+                continue
+            for s in scalar_series(samples, family):
+                key = (tid, family, s.labels)
+                if self.book.scalar(key).update(s.value):
+                    resets += 1
+                self._counter_keys[cname].add(key)
+        gauges: dict[str, list[Sample]] = {}
+        for metric, family in GAUGES.items():
+            found = scalar_series(samples, family)
+            if found:
+                gauges[metric] = found
+        self._gauges[tid] = (target.role, gauges)
+        # A scrape with a reset also reports its new counts; count at most one reset per scrape.
+        if resets:
+            self.resets[tid] = self.resets.get(tid, 0) + 1
+        return 1 if resets else 0
+
+    def target_down(self, target: Target) -> None:
+        """Load gauges of a target that no longer answers are stale: drop them (histograms stay)."""
+        self._gauges.pop(target.id, None)
+
+    def _merged(self) -> tuple[dict[str, Hist], dict[str, float]]:
+        hists: dict[str, Hist] = {}
+        for sli, keys in self._hist_keys.items():
+            adjusted = [h for h in (self.book.hists[k].adjusted() for k in keys) if h is not None]
+            if adjusted:
+                hists[sli] = merge(adjusted)
+        counters: dict[str, float] = {}
+        for cname, keys in self._counter_keys.items():
+            vals = [v for v in (self.book.scalars[k].adjusted() for k in keys) if v is not None]
+            if vals:
+                counters[cname] = sum(vals)
+        return hists, counters
+
+    def snapshot(self, ts: float) -> Snapshot:
+        """Record the deployment's merged state at `ts` (once per scrape cycle)."""
+        hists, counters = self._merged()
+        snap = Snapshot(ts, hists, counters)
+        good = {}
+        for sli in self.deployment.slis:
+            h = hists.get(sli)
+            target = self.deployment.target_seconds(sli)
+            if h is not None and target is not None:
+                good[sli] = good_total(h, target)
+        self.store.append(snap, BudgetPoint(ts, good))
+        return snap
+
+    def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:
+        slis = compute_sli_states(self.deployment, self.store, now, windows)
+        load = aggregate(self._gauges)
+        return DeploymentState(self.deployment.name, now, slis, load, self._rates(now))
+
+    def _rates(self, now: float) -> dict[str, float]:
+        latest = self.store.latest()
+        start = self.store.window_start(now, RATE_WINDOW)
+        if latest is None or start is None or latest.ts <= start.ts:
+            return {}
+        span = latest.ts - start.ts
+        # A counter that appeared inside the window has no start value: skip it rather than
+        # count its whole history as one window's worth.
+        return {
+            name: max(value - start.counters[name], 0.0) / span
+            for name, value in latest.counters.items()
+            if name in start.counters
+        }

@@ -1,0 +1,97 @@
+"""Per-deployment history of merged, reset-adjusted snapshots, thinned as it ages.
+
+Window deltas need the snapshot at `now - window`. A 5 m window needs scrape resolution; a 6 h
+window is fine with 1-minute resolution (<0.3 % error). So: every snapshot for the last
+`fine_horizon` seconds, then one per `coarse_step` up to the longest sidecar window, then only
+(good, total) pairs per SLI every `long_step` up to the SLO period, for the error budget. That
+bounds memory per deployment whatever the scrape interval.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from monitor.slo.histogram import Hist
+
+
+class Snapshot(NamedTuple):
+    ts: float
+    hists: dict[str, Hist]  # sli -> merged adjusted cumulative histogram
+    counters: dict[str, float]  # counter name -> merged adjusted cumulative value
+
+
+class BudgetPoint(NamedTuple):
+    ts: float
+    good: dict[str, tuple[float, float]]  # sli -> (cumulative good, cumulative total)
+
+
+class SnapshotStore:
+    def __init__(
+        self,
+        *,
+        fine_horizon: float = 420.0,
+        coarse_step: float = 60.0,
+        coarse_horizon: float = 6 * 3600 + 120.0,
+        long_step: float = 300.0,
+        long_horizon: float = 30 * 86400.0,
+    ) -> None:
+        self.fine_horizon = fine_horizon
+        self.coarse_step = coarse_step
+        self.coarse_horizon = coarse_horizon
+        self.long_step = long_step
+        self.long_horizon = long_horizon
+        self.fine: deque[Snapshot] = deque()
+        self.coarse: deque[Snapshot] = deque()
+        self.long: deque[BudgetPoint] = deque()
+
+    def __len__(self) -> int:
+        return len(self.fine) + len(self.coarse)
+
+    def append(self, snap: Snapshot, budget: BudgetPoint | None = None) -> None:
+        if self.fine and snap.ts < self.fine[-1].ts:
+            raise ValueError("snapshots must be appended in time order")
+        self.fine.append(snap)
+        while self.fine and self.fine[0].ts < snap.ts - self.fine_horizon:
+            old = self.fine.popleft()
+            if not self.coarse or old.ts - self.coarse[-1].ts >= self.coarse_step:
+                self.coarse.append(old)
+        # Keep one coarse snapshot older than the horizon: the start of the longest window.
+        while len(self.coarse) > 1 and self.coarse[1].ts <= snap.ts - self.coarse_horizon:
+            self.coarse.popleft()
+        if budget is not None and (not self.long or budget.ts - self.long[-1].ts >= self.long_step):
+            self.long.append(budget)
+        while len(self.long) > 1 and self.long[1].ts <= snap.ts - self.long_horizon:
+            self.long.popleft()
+
+    def snapshots(self) -> Iterator[Snapshot]:
+        yield from self.coarse
+        yield from self.fine
+
+    def latest(self) -> Snapshot | None:
+        return self.fine[-1] if self.fine else (self.coarse[-1] if self.coarse else None)
+
+    def oldest(self) -> Snapshot | None:
+        return self.coarse[0] if self.coarse else (self.fine[0] if self.fine else None)
+
+    def at_or_before(self, ts: float) -> Snapshot | None:
+        """The newest snapshot taken at or before `ts` (None if history starts later)."""
+        for part in (self.fine, self.coarse):
+            if part and part[0].ts <= ts:
+                keys = [s.ts for s in part]
+                return part[bisect.bisect_right(keys, ts) - 1]
+        return None
+
+    def window_start(self, now: float, seconds: float) -> Snapshot | None:
+        """Start snapshot of a window; the oldest one when history is shorter than the window."""
+        return self.at_or_before(now - seconds) or self.oldest()
+
+    def budget_start(self, now: float, seconds: float) -> BudgetPoint | None:
+        if not self.long:
+            return None
+        for p in self.long:
+            if p.ts >= now - seconds:
+                return p
+        return self.long[-1]
