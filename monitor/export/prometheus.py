@@ -35,7 +35,8 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
     events = GaugeMetricFamily(C.M_EVENTS, "Events (requests, or tokens for ITL) observed in the window.", labels=DSW)
     burn = GaugeMetricFamily(C.M_BURN_RATE, "Error-budget burn rate over the window: (1 - SLI) / (1 - objective).", labels=DSW)
     budget = GaugeMetricFamily(C.M_BUDGET_REMAINING, "Error budget left over the SLO period (or the history the sidecar has), as a ratio; negative when overspent.", labels=DS)
-    quant = GaugeMetricFamily(C.M_LATENCY_QUANTILE, "Latency quantile over the window (histogram_quantile semantics).", labels=[*DSW, "quantile"])
+    # A summary per window: quantiles (histogram_quantile semantics) plus the window's sum and count.
+    quant = Metric(C.M_LATENCY_QUANTILE, "Latency over the window: quantiles interpolated from SGLang's buckets, sum and count of the window's events.", "summary")
     mean = GaugeMetricFamily(C.M_LATENCY_MEAN, "Mean latency over the window (sum / count).", labels=DSW)
     load = GaugeMetricFamily(C.M_LOAD, "SGLang load gauges per deployment and role (summed per DP rank; ratios take the max).", labels=["deployment", "role", "metric"])
     rates = GaugeMetricFamily(f"{C.NS}_deployment_rate_per_second", "Per-second rate over 5m of SGLang counters, reset-aware.", labels=["deployment", "counter"])
@@ -67,9 +68,13 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                     if not s.target_is_bucket_edge:
                         lower.add_metric(lw, w.good_ratio_lower or 0.0)
                         upper.add_metric(lw, w.good_ratio_upper or 0.0)
+                lab = {"deployment": dep.name, "sli": s.sli, "window": w.window}
                 for q, v in ((0.5, w.p50_seconds), (0.9, w.p90_seconds), (0.99, w.p99_seconds)):
                     if _ok(v):
-                        quant.add_metric([*lw, _fmt_q(q)], v)  # type: ignore[arg-type]
+                        quant.add_sample(C.M_LATENCY_QUANTILE, {**lab, "quantile": _fmt_q(q)}, v)  # type: ignore[arg-type]
+                quant.add_sample(C.M_LATENCY_QUANTILE + "_count", lab, w.events)
+                total = (w.mean_seconds or 0.0) * w.events
+                quant.add_sample(C.M_LATENCY_QUANTILE + "_sum", lab, total if _ok(total) else 0.0)
                 if _ok(w.mean_seconds):
                     mean.add_metric(lw, w.mean_seconds)  # type: ignore[arg-type]
         for role, metrics in sorted(dep.load.items()):

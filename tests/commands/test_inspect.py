@@ -1,0 +1,83 @@
+"""`slo-monitor inspect --json` on every real fixture, numbers checked against hand-computed ones."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from monitor.inspect_exposition import inspect_text
+from tests.conftest import (
+    DOCS_SAMPLE,
+    REAL_OM,
+    REAL_TEXT,
+    ROUTER_500,
+    ROUTER_ENGINE,
+    ROUTER_METRICS,
+    ROUTER_PD,
+)
+
+# Hand-computed from sglang_0.5.23_server_metrics.txt (both is_streaming series added):
+# TTFT count 141+59, sum 156.87213684644667+73.16132975597544; TPOT count 137+59,
+# sum 5.262832129764626+2.171207572295766, cumulative 82 at le=0.035 and 99 at le=0.04.
+TTFT_SUM = 156.87213684644667 + 73.16132975597544
+TPOT_SUM = 5.262832129764626 + 2.171207572295766
+
+
+def test_real_fixture_numbers(real_text):
+    out = inspect_text(real_text)
+    assert out["format"] == "prometheus-text" and out["families"] == 87 and out["samples"] == 545
+    ttft, tpot = out["latency"]["ttft"], out["latency"]["tpot"]
+    assert ttft["count"] == 200 and math.isclose(ttft["sum"], TTFT_SUM)
+    assert tpot["count"] == 196 and math.isclose(tpot["sum"], TPOT_SUM)
+    assert math.isclose(tpot["mean"], TPOT_SUM / 196)
+    # p50: rank 98 falls in (0.035, 0.04] holding 17 -> 0.035 + 0.005 * 16/17
+    assert math.isclose(tpot["p50"], 0.035 + 0.005 * 16 / 17)
+    # p99: rank 194.04 in (0.04, 0.06] holding 96 above 99
+    assert math.isclose(tpot["p99"], 0.04 + 0.02 * (194.04 - 99) / 96)
+    assert tpot["buckets"][-1] == ["+Inf", 196] and [0.04, 99] in tpot["buckets"]
+    assert out["latency"]["itl"]["count"] == 32721
+    assert out["counters"] == {"requests_total": 196.0, "prompt_tokens_total": 289998.0,
+                               "generation_tokens_total": 46531.0, "aborted_requests_total": 4.0}
+    assert out["gauges"]["num_running_reqs"] == 13.0 and out["gauges"]["num_queue_reqs"] == 0.0
+
+
+def test_both_formats_give_the_same_summary(real_text, real_openmetrics):
+    a, b = inspect_text(real_text), inspect_text(real_openmetrics)
+    assert a.pop("format") == "prometheus-text" and b.pop("format") == "openmetrics"
+    assert a == b
+
+
+def test_docs_sample_has_no_tpot_family():
+    out = inspect_text(DOCS_SAMPLE.read_text())
+    assert out["latency"]["tpot"] is None and out["latency"]["ttft"]["count"] == 11008
+    assert out["counters"]["requests_total"] is None
+
+
+def test_router_engine_metrics_sum_both_workers():
+    out = inspect_text(ROUTER_ENGINE.read_text())
+    assert out["latency"]["ttft"]["count"] == 2 * 11008
+
+
+@pytest.mark.parametrize("path", [ROUTER_METRICS, ROUTER_PD], ids=lambda p: p.name)
+def test_router_listener_has_no_sglang_families(path):
+    out = inspect_text(path.read_text())
+    assert all(v is None for v in out["latency"].values()) and out["samples"] > 100
+
+
+def test_cli_reads_file_and_stdin(tmp_path):
+    cmd = [sys.executable, "-m", "monitor", "inspect", str(REAL_OM), "--json"]
+    out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    assert out["format"] == "openmetrics" and out["latency"]["tpot"]["count"] == 196
+    cmd = [sys.executable, "-m", "monitor", "inspect", "-", "--json"]
+    res = subprocess.run(cmd, input=REAL_TEXT.read_text(), check=True, capture_output=True, text=True)
+    assert json.loads(res.stdout)["samples"] == 545
+
+
+def test_cli_reports_the_router_500_body_as_a_clear_error():
+    cmd = [sys.executable, "-m", "monitor", "inspect", str(ROUTER_500), "--json"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 2 and "line 1" in res.stderr and "Traceback" not in res.stderr

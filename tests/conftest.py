@@ -1,0 +1,37 @@
+"""Shared test helpers: where the real fixtures live, free ports, a tiny exposition server."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = (ROOT / ".." / "shared").resolve()
+SHARED_FIXTURES = SHARED / "fixtures"
+REAL_TEXT = SHARED_FIXTURES / "sglang_0.5.23_server_metrics.txt"
+REAL_OM = SHARED_FIXTURES / "sglang_0.5.23_server_metrics.openmetrics.txt"
+DOCS_SAMPLE = SHARED_FIXTURES / "sglang_docs_metrics_sample.txt"
+ROUTER_ENGINE = SHARED_FIXTURES / "sglang_router_0.3.2_engine_metrics.txt"
+ROUTER_METRICS = SHARED_FIXTURES / "sglang_router_0.3.2_metrics.txt"
+ROUTER_PD = SHARED_FIXTURES / "sglang_router_0.3.2_pd_metrics.txt"
+ROUTER_500 = SHARED_FIXTURES / "sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def real_text() -> str:
+    if not REAL_TEXT.exists():
+        pytest.skip("../shared/fixtures is not present")
+    return REAL_TEXT.read_text()
+
+
+@pytest.fixture(scope="session")
+def real_openmetrics() -> str:
+    return REAL_OM.read_text()

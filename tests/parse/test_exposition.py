@@ -1,0 +1,102 @@
+"""The selective parser against real SGLang/router output and every quirk the issue lists."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.parse.exposition import ParseError, parse, parse_labels
+from monitor.parse.families import engine_wanted
+from tests.conftest import DOCS_SAMPLE, ROUTER_ENGINE, ROUTER_METRICS, ROUTER_PD
+
+
+def test_real_text_counts_families_and_samples(real_text):
+    expo = parse(real_text, engine_wanted())
+    assert expo.format == "prometheus-text"
+    assert (expo.families, expo.samples) == (87, 545)  # as reference/real_components.md §4.3 reports
+
+
+def test_openmetrics_form_gives_the_same_samples_under_colon_names(real_text, real_openmetrics):
+    a = parse(real_text, engine_wanted())
+    b = parse(real_openmetrics, engine_wanted())
+    assert b.format == "openmetrics"
+    assert sorted(a.selected) == sorted(b.selected)
+    assert all(s.name.startswith("sglang:") for s in b.selected)
+
+
+def test_parse_all_matches_prometheus_client_sample_for_sample(real_text):
+    ours = sorted((s.name, s.labels, s.value) for s in parse(real_text).selected)
+    theirs = sorted(
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "pid")), s.value)
+        for fam in text_string_to_metric_families(real_text)
+        for s in fam.samples
+    )
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("path", [DOCS_SAMPLE, ROUTER_ENGINE, ROUTER_METRICS, ROUTER_PD], ids=lambda p: p.name)
+def test_other_real_fixtures_parse_like_prometheus_client(path):
+    text = path.read_text()
+    ours = parse(text)
+    theirs = sum(len(f.samples) for f in text_string_to_metric_families(text))
+    assert ours.samples == theirs
+
+
+def test_pid_label_is_dropped(real_text):
+    expo = parse(real_text, {"sglang:num_retracted_reqs"})
+    assert expo.selected and all("pid" not in dict(s.labels) for s in expo.selected)
+
+
+def test_underscore_spelling_is_canonicalised():
+    expo = parse('sglang_num_running_reqs{tp_rank="0"} 3\n', {"sglang:num_running_reqs"})
+    assert expo.selected[0].name == "sglang:num_running_reqs"
+
+
+def test_missing_help_and_type_lines_are_fine():
+    expo = parse('x_total 1\ny{a="b"} 2 1700000000000\n')
+    assert [s.value for s in expo.selected] == [1.0, 2.0]
+
+
+def test_nan_and_inf_values():
+    expo = parse("a NaN\nb +Inf\nc -Inf\nd 1e3\n")
+    vals = [s.value for s in expo.selected]
+    assert math.isnan(vals[0]) and vals[1:] == [math.inf, -math.inf, 1000.0]
+
+
+def test_escaped_label_values_are_unescaped():
+    text = 'm{a="q\\"uote",b="back\\\\slash",c="new\\nline",d="brace}",e="ünï"} 1\n'
+    (s,) = parse(text).selected
+    assert dict(s.labels) == {"a": 'q"uote', "b": "back\\slash", "c": "new\nline", "d": "brace}", "e": "ünï"}
+
+
+def test_openmetrics_exemplar_and_timestamp():
+    text = 'a_bucket{le="1"} 3 # {trace_id="x"} 0.5 123\na_count 3 1.7e9\n# EOF\n'
+    expo = parse(text)
+    assert expo.format == "openmetrics" and [s.value for s in expo.selected] == [3.0, 3.0]
+
+
+def test_gauges_with_le_and_gt_labels_stay_gauges(real_text):
+    expo = parse(real_text, {"sglang:routing_key_all_req_count"})
+    assert len(expo.selected) == 11
+    assert {"gt", "le"} <= set(dict(expo.selected[0].labels))
+
+
+@pytest.mark.parametrize("bad,why", [
+    ("hello world\n", "not a number"),
+    ('m{a="1" 2\n', "unterminated"),
+    ("m\n", "no value"),
+    ('m{a="1",a="2"} 1\n', "duplicate label"),
+    ("m 1 notatimestamp\n", "unexpected text"),
+    ("a 1\n# EOF\nb 2\n", "after '# EOF'"),
+    ("9bad 1\n", "invalid metric name"),
+])
+def test_malformed_input_names_the_line(bad, why):
+    with pytest.raises(ParseError) as err:
+        parse(bad)
+    assert why in str(err.value) and "line " in str(err.value)
+
+
+def test_labels_helper_sorts_and_drops_pid():
+    assert parse_labels('z="1",pid="9",a="2"') == (("a", "2"), ("z", "1"))

@@ -1,0 +1,46 @@
+"""Histogram assembly: order-independent, `le` spellings, bad histograms rejected."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from monitor.parse.exposition import parse
+from monitor.parse.families import HistogramError, group_histograms
+from tests.conftest import DOCS_SAMPLE, ROUTER_ENGINE
+
+
+def test_docs_sample_with_le_first_and_sum_first():
+    expo = parse(DOCS_SAMPLE.read_text())
+    (h,) = group_histograms(expo.selected, "sglang:time_to_first_token_seconds")
+    assert h.count == 11008 and math.isclose(h.sum, 2.3518979474117756e06)
+    assert h.edges[-1] == math.inf and h.cumulative[h.edges.index(1.0)] == 27
+
+
+def test_router_engine_metrics_le_without_decimal_point():
+    expo = parse(ROUTER_ENGINE.read_text())
+    series = group_histograms(expo.selected, "sglang:time_to_first_token_seconds")
+    assert len(series) == 2  # one per worker_addr
+    assert all(h.cumulative[h.edges.index(1.0)] == 27 for h in series)
+
+
+def test_non_monotone_buckets_are_rejected():
+    text = 'h_bucket{le="1"} 5\nh_bucket{le="2"} 3\nh_bucket{le="+Inf"} 6\nh_count 6\nh_sum 1\n'
+    with pytest.raises(HistogramError, match="not monotone"):
+        group_histograms(parse(text).selected, "h")
+
+
+def test_missing_inf_bucket_is_rejected():
+    with pytest.raises(HistogramError, match=r"\+Inf"):
+        group_histograms(parse('h_bucket{le="1"} 5\n').selected, "h")
+
+
+def test_negative_bucket_counts_are_rejected():
+    with pytest.raises(HistogramError, match="negative"):
+        group_histograms(parse('h_bucket{le="1"} -1\nh_bucket{le="+Inf"} 1\n').selected, "h")
+
+
+def test_duplicate_bucket_is_rejected():
+    with pytest.raises(HistogramError, match="duplicate"):
+        group_histograms(parse('h_bucket{le="1"} 1\nh_bucket{le="1.0"} 1\nh_bucket{le="+Inf"} 1\n').selected, "h")

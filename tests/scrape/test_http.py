@@ -1,0 +1,120 @@
+"""fetch(): dead, slow, trickling, huge, gzip'd and erroring targets, all without raising."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from monitor.scrape.http import fetch
+from tests.conftest import REAL_TEXT, ROUTER_500, free_port
+
+
+async def _serve(handler) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.router.add_get("/metrics", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    return runner, f"http://127.0.0.1:{port}/metrics"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_accept_header_keeps_colon_names_and_gzip_is_decoded():
+    seen = {}
+
+    async def handler(request):
+        seen["accept"] = request.headers["Accept"]
+        body = gzip.compress(REAL_TEXT.read_bytes())
+        return web.Response(body=body, headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+
+    async def go():
+        runner, url = await _serve(handler)
+        try:
+            async with aiohttp.ClientSession() as s:
+                return await fetch(s, url, timeout=5, max_bytes=10_000_000)
+        finally:
+            await runner.cleanup()
+
+    res = run(go())
+    assert res.ok and "sglang:time_to_first_token_seconds_bucket" in res.text
+    assert seen["accept"].startswith("text/plain;version=0.0.4") and "openmetrics" not in seen["accept"]
+
+
+def test_dead_target_is_a_clean_failure():
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            return await fetch(s, f"http://127.0.0.1:{free_port()}/metrics", timeout=2, max_bytes=1000)
+
+    res = run(go())
+    assert not res.ok and "connection failed" in res.error
+
+
+def test_trickling_target_times_out():
+    async def handler(request):
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for _ in range(100):
+            await resp.write(b"# trickle\n")
+            await asyncio.sleep(0.1)
+        return resp
+
+    async def go():
+        runner, url = await _serve(handler)
+        try:
+            async with aiohttp.ClientSession() as s:
+                return await fetch(s, url, timeout=0.5, max_bytes=10_000_000)
+        finally:
+            await runner.cleanup()
+
+    res = run(go())
+    assert not res.ok and "timed out after 0.5s" in res.error
+
+
+@pytest.mark.parametrize("declare_length", [True, False])
+def test_oversized_response_is_cut_at_the_limit(declare_length):
+    big = b"x 1\n" * 300_000  # 1.2 MB
+
+    async def handler(request):
+        if declare_length:
+            return web.Response(body=big)
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for i in range(0, len(big), 65536):
+            await resp.write(big[i : i + 65536])
+        return resp
+
+    async def go():
+        runner, url = await _serve(handler)
+        try:
+            async with aiohttp.ClientSession() as s:
+                return await fetch(s, url, timeout=5, max_bytes=100_000)
+        finally:
+            await runner.cleanup()
+
+    res = run(go())
+    assert not res.ok and "exceeds the limit of 100000" in res.error
+
+
+def test_router_engine_metrics_500_keeps_its_body_in_the_error():
+    async def handler(request):
+        return web.Response(status=500, text=ROUTER_500.read_text())
+
+    async def go():
+        runner, url = await _serve(handler)
+        try:
+            async with aiohttp.ClientSession() as s:
+                return await fetch(s, url, timeout=5, max_bytes=100_000)
+        finally:
+            await runner.cleanup()
+
+    res = run(go())
+    assert not res.ok and res.status == 500 and "Label names should agree" in res.error

@@ -1,0 +1,85 @@
+"""Config loading: errors name the file, the field and what was expected."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.config import ConfigError, load_config, parse_config
+
+GOOD = """
+sidecar:
+  scrape_interval_seconds: 5
+deployments:
+  - name: kimi-pd
+    mode: pd-disaggregated
+    tpot_target_seconds: 0.1
+    targets:
+      - {role: prefill, url: "http://10.0.0.1:8000/metrics"}
+      - {role: decode, url: "http://10.0.0.2:8001/metrics"}
+      - {role: npu, command: ["npu-smi"], node: n1}
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_good_config_loads_with_defaults(tmp_path):
+    cfg = load_config(write(tmp_path, GOOD))
+    d = cfg.deployments[0]
+    assert d.slis == ["tpot"] and d.objective == 0.99 and d.period_seconds == 30 * 86400
+    assert [t.source for t in d.targets] == ["sglang", "sglang", "npu-smi"]
+    assert cfg.sidecar.listen_host == "127.0.0.1"
+
+
+def test_typo_names_file_field_and_deployment(tmp_path):
+    p = write(tmp_path, GOOD.replace("tpot_target_seconds", "tpot_target_secs"))
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert str(p) in msg and "deployments[0] (kimi-pd).tpot_target_secs: unknown key (typo?)" in msg
+
+
+def test_bad_mode_says_what_was_expected(tmp_path):
+    with pytest.raises(ConfigError, match=r"mode: .*'pd-mixed' or 'pd-disaggregated'.*got 'pd'"):
+        load_config(write(tmp_path, GOOD.replace("pd-disaggregated", "pd")))
+
+
+def test_target_without_url_is_rejected(tmp_path):
+    with pytest.raises(ConfigError, match=r"targets\[0\].*needs `url`"):
+        load_config(write(tmp_path, GOOD.replace('url: "http://10.0.0.1:8000/metrics"', "node: x")))
+
+
+def test_duplicate_deployment_names_are_rejected():
+    dep = {"name": "a", "targets": []}
+    with pytest.raises(ConfigError, match="two deployments are named 'a'"):
+        parse_config({"deployments": [dep, dep]})
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"line \d+ column \d+"):
+        load_config(write(tmp_path, "deployments: [\n  {name: a\n"))
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_timeout_longer_than_interval_is_rejected():
+    with pytest.raises(ConfigError, match="scrape_timeout_seconds"):
+        parse_config({"sidecar": {"scrape_interval_seconds": 1, "scrape_timeout_seconds": 2}})
+
+
+def test_placeholders_are_detected():
+    cfg = parse_config({"deployments": [{"name": "a", "targets": [
+        {"role": "server", "url": "http://<your node ip>:30000/metrics"}]}]})
+    assert cfg.deployments[0].targets[0].has_placeholder
+
+
+def test_bearer_token_is_not_in_repr():
+    cfg = parse_config({"deployments": [{"name": "a", "targets": [
+        {"role": "server", "url": "http://h:1/metrics", "bearer_token": "s3cret"}]}]})
+    assert "s3cret" not in repr(cfg)
