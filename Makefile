@@ -19,7 +19,6 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/slo-monitor generate --check
 	$(BIN)/pytest -q -ra
 
 lint: $(STAMP)
