@@ -164,10 +164,19 @@ class SidecarSettings(_Strict):
     scrape_timeout_seconds: float = Field(default=3.0, gt=0)
     max_response_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     max_concurrent_scrapes: int = Field(default=64, ge=1)
+    # SQLite file of the sidecar's own history (snapshots, state, accumulators); None disables it.
     recording_path: str | None = None
+    recording_interval_seconds: float = Field(default=15.0, gt=0)
+    recording_retention: str = "1d"
     api_bearer_token: str | None = Field(default=None, repr=False)
     otlp_endpoint: str | None = None
     otlp_interval_seconds: float = Field(default=15.0, gt=0)
+
+    @field_validator("recording_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        parse_duration(v)
+        return v
 
     @model_validator(mode="after")
     def _timeout_le_interval(self) -> SidecarSettings:

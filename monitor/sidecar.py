@@ -14,9 +14,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from monitor.config import Config
+from monitor.conventions import parse_duration
 from monitor.export.http_server import build_app
 from monitor.export.prometheus import SidecarCollector
 from monitor.export.status_model import StatusResponse, deployment_status, sidecar_status
+from monitor.record.store import Recording
+from monitor.record.summary import state_row
 from monitor.scrape.loop import Scraper
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,51 @@ class Sidecar:
         self.runner: web.AppRunner | None = None
         self.port: int | None = None
         self._stop = asyncio.Event()
+        self.recording: Recording | None = None
+        self._last_record = 0.0
+        if config.sidecar.recording_path:
+            self.recording = Recording(config.sidecar.recording_path)
+            self.restored = self._restore()
+
+    def _restore(self) -> dict[str, int]:
+        """Reload windows and accumulators an earlier run recorded (SLO windows survive restarts)."""
+        assert self.recording is not None
+        horizon = self.clock() - parse_duration(self.config.sidecar.recording_retention)
+        loaded = {}
+        for dep in self.config.deployments:
+            saved = self.recording.book(dep.name)
+            n = self.scraper.engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
+                                                       saved[1] if saved else None)
+            loaded[dep.name] = n
+            if n:
+                log.info("restored %d recorded snapshots of %s", n, dep.name)
+        return loaded
+
+    def _readings_by_deployment(self) -> dict[str, list]:
+        out: dict[str, list] = {}
+        for (dep, _tid), result in self.scraper.telemetry.items():
+            out.setdefault(dep, []).append(result)
+        return out
+
+    def record(self, now: float, *, force: bool = False) -> bool:
+        """Write one recording tick when the recording interval has passed."""
+        if self.recording is None:
+            return False
+        if not force and now - self._last_record < self.config.sidecar.recording_interval_seconds:
+            return False
+        status = self.status()
+        telemetry = self._readings_by_deployment()
+        rows = []
+        for dep, ds in zip(self.config.deployments, status.deployments):
+            engine = self.scraper.engines[dep.name]
+            snap = engine.store.latest()
+            if snap is None:
+                continue
+            readings = [r for res in telemetry.get(dep.name, []) for r in getattr(res, "readings", [])]
+            rows.append((dep.name, snap, state_row(ds, readings), engine.book))
+        self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
+        self._last_record = now
+        return True
 
     def status(self) -> StatusResponse:
         now = self.clock()
@@ -48,9 +96,9 @@ class Sidecar:
     def _accelerator_families(self) -> Iterator[Metric]:
         if not self.scraper.telemetry:
             return iter(())
-        from monitor.telemetry.export import accelerator_families
+        from monitor.telemetry.export import telemetry_families
 
-        return iter(accelerator_families(self.scraper.telemetry))
+        return iter(telemetry_families(self._readings_by_deployment()))
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
         app = build_app(self.registry, self.status, api_token=self.config.sidecar.api_bearer_token)
@@ -68,9 +116,10 @@ class Sidecar:
             import aiohttp
 
             async with aiohttp.ClientSession() as session:
-                await self.scraper.cycle(session)
+                now = await self.scraper.cycle(session)
+            self.record(now, force=True)
             return
-        await self.scraper.run(self._stop)
+        await self.scraper.run(self._stop, on_cycle=self.record)
 
     def stop(self) -> None:
         self._stop.set()
@@ -80,6 +129,9 @@ class Sidecar:
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
+        if self.recording is not None:
+            self.recording.close()
+            self.recording = None
 
 
 async def serve(config: Config, *, host: str | None = None, port: int | None = None) -> None:

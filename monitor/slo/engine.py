@@ -9,7 +9,7 @@ Which roles feed which numbers (SGLang 0.5.23 semantics, reference/sglang_metric
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from monitor.config import Deployment, Target
 from monitor.conventions import COUNTERS, GAUGES, SIDECAR_WINDOWS, SLI_FAMILIES
@@ -68,6 +68,39 @@ class DeploymentEngine:
             self.resets[tid] = self.resets.get(tid, 0) + 1
         return 1 if resets else 0
 
+    def restore(self, snapshots: Iterable[Snapshot], book: SeriesBook | None) -> int:
+        """Reload history recorded by an earlier run of the sidecar; returns snapshots loaded.
+
+        The accumulator book carries each series' last raw value and reset offset, so the first
+        scrape after a restart continues the adjusted (monotone) series instead of starting over.
+        """
+        n = 0
+        for snap in snapshots:
+            if self.store.latest() is not None and snap.ts <= self.store.latest().ts:  # type: ignore[union-attr]
+                continue
+            self.store.append(snap, BudgetPoint(snap.ts, self._good(snap.hists)))
+            n += 1
+        if book is not None:
+            self.book = book
+            family_sli = {f: sli for sli, f in SLI_FAMILIES.items()}
+            family_counter = {f: c for c, f in COUNTERS.items()}
+            for key in book.hists:
+                if key[1] in family_sli:
+                    self._hist_keys[family_sli[key[1]]].add(key)
+            for key in book.scalars:
+                if key[1] in family_counter:
+                    self._counter_keys[family_counter[key[1]]].add(key)
+        return n
+
+    def _good(self, hists: Mapping[str, Hist]) -> dict[str, tuple[float, float]]:
+        good = {}
+        for sli in self.deployment.slis:
+            h = hists.get(sli)
+            target = self.deployment.target_seconds(sli)
+            if h is not None and target is not None:
+                good[sli] = good_total(h, target)
+        return good
+
     def target_down(self, target: Target) -> None:
         """Load gauges of a target that no longer answers are stale: drop them (histograms stay)."""
         self._gauges.pop(target.id, None)
@@ -89,13 +122,7 @@ class DeploymentEngine:
         """Record the deployment's merged state at `ts` (once per scrape cycle)."""
         hists, counters = self._merged()
         snap = Snapshot(ts, hists, counters)
-        good = {}
-        for sli in self.deployment.slis:
-            h = hists.get(sli)
-            target = self.deployment.target_seconds(sli)
-            if h is not None and target is not None:
-                good[sli] = good_total(h, target)
-        self.store.append(snap, BudgetPoint(ts, good))
+        self.store.append(snap, BudgetPoint(ts, self._good(hists)))
         return snap
 
     def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:

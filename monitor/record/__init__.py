@@ -1,0 +1,1 @@
+"""The sidecar's own crash-safe history (SQLite): windows survive restarts, analysis works offline."""

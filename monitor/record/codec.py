@@ -1,0 +1,72 @@
+"""JSON encoding of engine state (histograms, snapshots, accumulators). JSON has no Infinity: +Inf
+edges are written as the string "+Inf"."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from monitor.slo.accumulate import HistAccumulator, ScalarAccumulator, SeriesBook
+from monitor.slo.histogram import Hist
+from monitor.slo.windows import Snapshot
+
+
+def _edge(e: float) -> float | str:
+    return "+Inf" if e == math.inf else e
+
+
+def _unedge(e: float | str) -> float:
+    return math.inf if e == "+Inf" else float(e)
+
+
+def _num(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def hist_to(h: Hist) -> list[Any]:
+    return [[_edge(e) for e in h.edges], list(h.cumulative), _num(h.sum), h.count]
+
+
+def hist_from(data: list[Any]) -> Hist:
+    edges, cum, total, count = data
+    return Hist(tuple(_unedge(e) for e in edges), tuple(float(c) for c in cum),
+                math.nan if total is None else float(total), float(count))
+
+
+def snapshot_to(s: Snapshot) -> dict[str, Any]:
+    return {"ts": s.ts, "hists": {k: hist_to(h) for k, h in s.hists.items()}, "counters": s.counters}
+
+
+def snapshot_from(data: dict[str, Any]) -> Snapshot:
+    return Snapshot(float(data["ts"]), {k: hist_from(v) for k, v in data["hists"].items()},
+                    {k: float(v) for k, v in data["counters"].items()})
+
+
+def _key_to(key: tuple) -> list[Any]:
+    tid, family, labels = key
+    return [tid, family, [list(p) for p in labels]]
+
+
+def _key_from(data: list[Any]) -> tuple:
+    tid, family, labels = data
+    return (tid, family, tuple((k, v) for k, v in labels))
+
+
+def book_to(book: SeriesBook) -> dict[str, Any]:
+    hists = []
+    for key, acc in book.hists.items():
+        if acc.last_raw is None:
+            continue
+        hists.append([_key_to(key), hist_to(acc.last_raw), hist_to(acc.offset) if acc.offset else None, acc.resets])
+    scalars = [[_key_to(key), acc.last_raw, acc.offset, acc.resets]
+               for key, acc in book.scalars.items() if acc.last_raw is not None]
+    return {"hists": hists, "scalars": scalars}
+
+
+def book_from(data: dict[str, Any]) -> SeriesBook:
+    book = SeriesBook()
+    for key, raw, offset, resets in data.get("hists", []):
+        book.hists[_key_from(key)] = HistAccumulator(hist_from(raw), hist_from(offset) if offset else None, resets)
+    for key, raw, offset, resets in data.get("scalars", []):
+        book.scalars[_key_from(key)] = ScalarAccumulator(raw, offset, resets)
+    return book

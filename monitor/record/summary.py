@@ -1,0 +1,39 @@
+"""The compact per-tick state row kept for post-incident analysis."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from monitor.export.status_model import DeploymentStatus
+
+
+def _reading(r: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(r):
+        d = dataclasses.asdict(r)
+        d.pop("processes", None)
+        return {k: v for k, v in d.items() if v not in (None, {}, ())}
+    return dict(r) if isinstance(r, dict) else {"value": str(r)}
+
+
+def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Any] = ()) -> dict[str, Any]:
+    slis = {
+        s.sli: {
+            "target": s.target_seconds,
+            "objective": s.objective,
+            "budget_remaining": s.error_budget_remaining,
+            "windows": {w.window: {"events": w.events, "good_ratio": w.good_ratio, "burn_rate": w.burn_rate,
+                                   "p50": w.p50_seconds, "p90": w.p90_seconds, "p99": w.p99_seconds,
+                                   "mean": w.mean_seconds} for w in s.windows},
+        }
+        for s in dep.slis
+    }
+    return {
+        "slis": slis,
+        "load": dep.load,
+        "rates": dep.rates,
+        "targets": {t.id: {"role": t.role, "up": t.up, "restarts": t.counter_resets, "error": t.last_error}
+                    for t in dep.targets if not t.placeholder},
+        "accelerators": [_reading(r) for r in accelerator_readings],
+    }
