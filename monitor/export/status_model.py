@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from pydantic import BaseModel
 
@@ -113,10 +114,18 @@ def sli_status(s: SliState) -> SliStatus:
     )
 
 
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def redact(text: str | None) -> str | None:
+    """Drop `user:password@` from URLs: target credentials never reach /api/v1/status or logs."""
+    return None if text is None else _USERINFO.sub("***@", text)
+
+
 def target_status(t: TargetStatus) -> TargetStatusModel:
     return TargetStatusModel(
-        id=t.target_id, role=t.role, source=t.source, url=t.url, up=t.up, placeholder=t.placeholder,
-        last_error=t.last_error, last_scrape_ts=t.last_scrape_ts, last_success_ts=t.last_success_ts,
+        id=redact(t.target_id) or "", role=t.role, source=t.source, url=redact(t.url), up=t.up, placeholder=t.placeholder,
+        last_error=redact(t.last_error), last_scrape_ts=t.last_scrape_ts, last_success_ts=t.last_success_ts,
         scrape_duration_seconds=t.duration_seconds, samples=t.samples, bytes=t.bytes, scrapes=t.scrapes,
         errors=t.errors, counter_resets=t.resets, format=t.format, detail=t.detail,
     )

@@ -173,8 +173,11 @@ def parse(text: str, wanted: Collection[str] | None = None, *, content_type: str
     count = 0
     saw_eof = False
     keep_all = wanted is None
+    seen: set[tuple[str, Labels]] = set()
+    lineno = 0
     wanted_set = frozenset() if wanted is None else frozenset(wanted)
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # Split on "\n" only: str.splitlines() would also split inside label values (\r, \x1c, ...).
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line:
             continue
         c0 = line[0]
@@ -233,7 +236,14 @@ def parse(text: str, wanted: Collection[str] | None = None, *, content_type: str
             first_line[raw] = lineno
         if keep_all or name in wanted_set:
             labels = parse_labels(label_text, lineno, line) if label_text else ()
+            key = (name, labels)
+            if key in seen:
+                # Prometheus rejects such a scrape too: which of the two values is right?
+                raise ParseError(lineno, "duplicate series", line)
+            seen.add(key)
             selected.append(Sample(name, labels, value))
+    if is_om and not saw_eof and "openmetrics" in content_type:
+        raise ParseError(lineno if text else 0, "OpenMetrics exposition without '# EOF' (truncated?)")
     # Names are validated once each, not once per line.
     families: set[str] = set()
     for raw, lineno in first_line.items():

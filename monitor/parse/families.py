@@ -84,6 +84,8 @@ def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = T
                 if b < a:
                     raise HistogramError(f"{family}{dict(labels)}: bucket counts are not monotone")
         count = counts.get(labels, cum[-1])
+        if strict and (math.isnan(count) or count < 0):
+            raise HistogramError(f"{family}{dict(labels)}: _count {count} is negative or NaN")
         out.append(HistogramSeries(family, labels, edges, cum, sums.get(labels, math.nan), count))
     out.sort(key=lambda h: h.labels)
     return out

@@ -53,6 +53,8 @@ class DeploymentEngine:
             if target.role not in SLI_ROLES and cname not in ALL_ROLE_COUNTERS:
                 continue
             for s in scalar_series(samples, family):
+                if not (s.value >= 0 and s.value != float("inf")):
+                    continue  # NaN, Inf or negative is no count: skip it rather than poison the sum
                 key = (tid, family, s.labels)
                 if self.book.scalar(key).update(s.value):
                     resets += 1

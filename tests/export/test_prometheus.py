@@ -99,3 +99,10 @@ def test_status_api_and_bearer_token():
 @pytest.mark.parametrize("bind", ["127.0.0.1"])
 def test_default_bind_is_loopback(bind):
     assert parse_config({}).sidecar.listen_host == bind
+
+
+def test_credentials_in_target_urls_are_redacted():
+    from monitor.export.status_model import redact
+
+    assert redact("http://user:s3cret@10.0.0.1:8000/metrics") == "http://***@10.0.0.1:8000/metrics"
+    assert redact("connection failed to http://a:b@h/x") == "connection failed to http://***@h/x"

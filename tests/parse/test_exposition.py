@@ -100,3 +100,20 @@ def test_malformed_input_names_the_line(bad, why):
 
 def test_labels_helper_sorts_and_drops_pid():
     assert parse_labels('z="1",pid="9",a="2"') == (("a", "2"), ("z", "1"))
+
+
+def test_duplicate_series_is_rejected():
+    with pytest.raises(ParseError, match="duplicate series"):
+        parse('sglang:num_running_reqs{a="1"} 1\nsglang:num_running_reqs{a="1"} 2\n', {"sglang:num_running_reqs"})
+
+
+def test_truncated_openmetrics_without_eof_is_rejected(real_openmetrics):
+    cut = real_openmetrics[: len(real_openmetrics) // 2].rsplit("\n", 1)[0] + "\n"
+    with pytest.raises(ParseError, match="without '# EOF'"):
+        parse(cut, content_type="application/openmetrics-text; version=1.0.0")
+
+
+def test_exposition_cut_mid_line_is_rejected(real_text):
+    cut = real_text[: real_text.index('le="0.4"') + 4]
+    with pytest.raises(ParseError):
+        parse(cut, engine_wanted())

@@ -44,3 +44,9 @@ def test_negative_bucket_counts_are_rejected():
 def test_duplicate_bucket_is_rejected():
     with pytest.raises(HistogramError, match="duplicate"):
         group_histograms(parse('h_bucket{le="1"} 1\nh_bucket{le="1.0"} 1\nh_bucket{le="+Inf"} 1\n').selected, "h")
+
+
+def test_nan_count_is_rejected():
+    text = 'h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 1\nh_count NaN\nh_sum 1\n'
+    with pytest.raises(HistogramError, match="NaN"):
+        group_histograms(parse(text).selected, "h")

@@ -118,3 +118,28 @@ def test_router_engine_metrics_500_keeps_its_body_in_the_error():
 
     res = run(go())
     assert not res.ok and res.status == 500 and "Label names should agree" in res.error
+
+
+def test_hundred_megabyte_response_is_cut_without_reading_it_all():
+    chunk = b"sglang:num_running_reqs 1\n" * 4000  # ~100 kB
+
+    async def handler(request):
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        try:
+            for _ in range(1000):  # ~100 MB if read to the end
+                await resp.write(chunk)
+        except (ConnectionResetError, RuntimeError):
+            pass
+        return resp
+
+    async def go():
+        runner, url = await _serve(handler)
+        try:
+            async with aiohttp.ClientSession() as s:
+                return await fetch(s, url, timeout=20, max_bytes=8 * 1024 * 1024)
+        finally:
+            await runner.cleanup()
+
+    res = run(go())
+    assert not res.ok and "exceeds the limit" in res.error and res.bytes <= 8 * 1024 * 1024

@@ -1,0 +1,148 @@
+"""One collection of one accelerator target, whatever its source; never raises, never stalls.
+
+Every failure (binary missing, non-zero exit, hang, unknown layout, HTTP error, NVML absent)
+becomes `TelemetryResult(up=False, error=...)` so one broken node cannot stop the scrape loop.
+A hung `npu-smi` is killed with its whole process group: killing only the direct child would
+leave e.g. a wrapper script's `sleep` holding the pipes open, and reading them would block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from monitor.config import Target
+from monitor.telemetry.dcgm import parse_dcgm
+from monitor.telemetry.model import Reading, TelemetryResult
+from monitor.telemetry.npu_exporter import parse_npu_exporter
+from monitor.telemetry.npu_smi_table import parse_npu_smi_info
+from monitor.telemetry.nvml import read_nvml
+
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024  # npu-smi info on 16 chips is ~10 KB; more is not npu-smi
+DEFAULT_NPU_SMI = ("npu-smi", "info")
+
+
+class CollectError(Exception):
+    """A collection that failed for a reason worth one line in `error`."""
+
+
+def npu_smi_argv(target: Target) -> list[str]:
+    """`command` as configured; a bare path gets `info` appended (`[/usr/local/bin/npu-smi]`)."""
+    argv = list(target.command or DEFAULT_NPU_SMI)
+    return argv + ["info"] if len(argv) == 1 else argv
+
+
+def target_node(target: Target) -> str:
+    if target.node:
+        return target.node
+    if target.url:
+        return urlsplit(target.url).hostname or "unknown"
+    return socket.gethostname()
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+
+
+async def run_command(argv: list[str], timeout: float) -> str:
+    """stdout of `argv`; CollectError on missing binary, non-zero exit, timeout or huge output."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    except FileNotFoundError:
+        raise CollectError(f"{argv[0]}: not found (set `command` to the npu-smi path)") from None
+    except PermissionError:
+        raise CollectError(f"{argv[0]}: permission denied") from None
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except asyncio.TimeoutError:
+        _kill_group(proc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait(), 2.0)
+        raise CollectError(f"{' '.join(argv)}: no answer within {timeout:g}s (killed)") from None
+    except BaseException:
+        _kill_group(proc)  # cancelled: do not leave the child running
+        raise
+    if proc.returncode != 0:
+        tail = (err or out).decode(errors="replace").strip().splitlines()[-1:] or [""]
+        raise CollectError(f"{' '.join(argv)}: exit status {proc.returncode}: {tail[0][:200]}")
+    if len(out) > MAX_OUTPUT_BYTES:
+        raise CollectError(f"{' '.join(argv)}: {len(out)} bytes of output, not npu-smi info")
+    return out.decode(errors="replace")
+
+
+async def fetch(url: str, timeout: float, session: aiohttp.ClientSession | None, token: str | None) -> str:
+    headers = {"Accept": "text/plain;version=0.0.4"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    own = session is None
+    session = session or aiohttp.ClientSession()
+    try:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            if resp.status != 200:
+                raise CollectError(f"GET {url}: HTTP {resp.status}")
+            body = await resp.content.read(MAX_OUTPUT_BYTES * 16 + 1)
+            if len(body) > MAX_OUTPUT_BYTES * 16:
+                raise CollectError(f"GET {url}: body larger than {MAX_OUTPUT_BYTES * 16} bytes")
+            return body.decode(errors="replace")
+    except asyncio.TimeoutError:
+        raise CollectError(f"GET {url}: no answer within {timeout:g}s") from None
+    except aiohttp.ClientError as err:
+        raise CollectError(f"GET {url}: {type(err).__name__}: {err}") from None
+    finally:
+        if own:
+            await session.close()
+
+
+async def _readings(target: Target, node: str, timeout: float,
+                    session: aiohttp.ClientSession | None) -> list[Reading]:
+    source = target.source
+    if source == "npu-smi":
+        return parse_npu_smi_info(await run_command(npu_smi_argv(target), timeout), node)
+    if source == "npu-exporter":
+        return parse_npu_exporter(await fetch(target.url or "", timeout, session, target.bearer_token), node)
+    if source == "dcgm":
+        # Without a configured node, the exporter's hostname label, else the URL host.
+        readings = parse_dcgm(await fetch(target.url or "", timeout, session, target.bearer_token), target.node)
+        return [r if r.node != "unknown" else replace(r, node=node) for r in readings]
+    if source == "nvml":
+        # NVML is blocking C; a thread keeps the loop free (a wedged driver call leaks the thread,
+        # not the loop).
+        return await asyncio.wait_for(asyncio.to_thread(read_nvml, node), timeout)
+    raise CollectError(f"source {source!r} is not an accelerator telemetry source")
+
+
+async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSession | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> TelemetryResult:
+    node = target_node(target)
+    start = clock()
+    try:
+        readings = await _readings(target, node, timeout, session)
+        if not readings:
+            raise CollectError("source answered but reported no chips")
+        if not target.node:
+            node = readings[0].node  # dcgm: the exporter's own hostname label
+    except asyncio.CancelledError:
+        raise
+    except asyncio.TimeoutError:
+        return TelemetryResult(source=str(target.source), node=node, up=False, target=target.id,
+                               error=f"no answer within {timeout:g}s", duration_seconds=clock() - start)
+    except Exception as err:  # noqa: BLE001 - the contract is "never crash the loop"
+        msg = str(err) if isinstance(err, CollectError) else f"{type(err).__name__}: {err}"
+        return TelemetryResult(source=str(target.source), node=node, up=False, error=msg, target=target.id,
+                               duration_seconds=clock() - start)
+    return TelemetryResult(source=str(target.source), node=node, readings=readings, up=True, target=target.id,
+                           duration_seconds=clock() - start)

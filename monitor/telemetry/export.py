@@ -1,0 +1,83 @@
+"""Readings per deployment -> `accelerator_*` metric families (for a custom Collector's collect()).
+
+One label set for every per-chip series (`conventions.ACCEL_LABELS`); descriptive strings
+(model, bus id, UUID, source) live once on `accelerator_info` so the numeric series stay narrow
+and join with `* on (...) group_left (model) accelerator_info`. A field the source did not report
+is left out rather than written as 0. The same chip reported twice in a deployment (two targets
+on one node) is written once: Prometheus would reject the duplicate series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from monitor.conventions import ACCEL_LABELS
+from monitor.telemetry.model import Reading, TelemetryResult
+
+UP_LABELS = ("deployment", "node", "source")
+
+
+def _gauges() -> dict[str, GaugeMetricFamily]:
+    specs = {
+        "utilization": ("accelerator_utilization_ratio",
+                        "Compute utilisation (Ascend AI Core / NPU Util, NVIDIA GPU util), 0..1.", ()),
+        "mem_used": ("accelerator_memory_used_bytes", "Device memory in use (HBM, else DDR/framebuffer).", ()),
+        "mem_total": ("accelerator_memory_total_bytes", "Device memory size (HBM, else DDR/framebuffer).", ()),
+        "temp": ("accelerator_temperature_celsius", "Chip temperature.", ()),
+        "power": ("accelerator_power_watts", "Power draw (per chip, or per card where the card reports it).", ()),
+        "health": ("accelerator_health", "Chip health: 0 ok, 1 warning, 2 alarm/unhealthy, 3 critical.", ()),
+        "health_info": ("accelerator_health_info", "Always 1; the health label says ok/warning/alarm/"
+                        "critical/unhealthy/unknown.", ("health",)),
+        "link": ("accelerator_link_up", "1 when the link (RoCE port, NVLink) is up, 0 when down.", ("link",)),
+        "procs": ("accelerator_processes", "Processes holding memory on the chip.", ()),
+        "info": ("accelerator_info", "Always 1; describes the chip.", ("model", "source", "bus_id", "uuid")),
+    }
+    return {k: GaugeMetricFamily(name, doc, labels=[*ACCEL_LABELS, *extra]) for k, (name, doc, extra) in specs.items()}
+
+
+def _add(fams: dict[str, GaugeMetricFamily], ecc: CounterMetricFamily, labels: list[str], r: Reading,
+         source: str) -> None:
+    for key, value in (("utilization", r.utilization_ratio), ("mem_used", r.memory_used_bytes),
+                       ("mem_total", r.memory_total_bytes), ("temp", r.temperature_celsius),
+                       ("power", r.power_watts), ("health", r.health)):
+        if value is not None:
+            fams[key].add_metric(labels, float(value))
+    fams["health_info"].add_metric([*labels, r.health_label], 1.0)
+    for link, up in sorted(r.links.items()):
+        fams["link"].add_metric([*labels, link], 1.0 if up else 0.0)
+    if r.processes is not None:
+        fams["procs"].add_metric(labels, float(len(r.processes)))
+    for kind, count in sorted(r.ecc_errors.items()):
+        ecc.add_metric([*labels, kind], float(count))
+    fams["info"].add_metric([*labels, r.model, source, r.bus_id or "", r.uuid or ""], 1.0)
+
+
+def telemetry_families(results: Mapping[str, Iterable[TelemetryResult]]) -> list[Metric]:
+    """`{deployment: [TelemetryResult, ...]}` -> metric families, stable order."""
+    fams = _gauges()
+    ecc = CounterMetricFamily("accelerator_ecc_errors", "Memory ECC errors since driver load, by type "
+                              "(correctable = single-bit, uncorrectable = double-bit).", labels=[*ACCEL_LABELS, "type"])
+    up = GaugeMetricFamily("accelerator_telemetry_up", "1 when the last telemetry collection succeeded.",
+                           labels=list(UP_LABELS))
+    duration = GaugeMetricFamily("accelerator_telemetry_duration_seconds", "Time the last telemetry collection took.",
+                                 labels=list(UP_LABELS))
+    for deployment in sorted(results):
+        seen: set[tuple[str, ...]] = set()
+        ups: dict[tuple[str, str], tuple[bool, float]] = {}
+        for res in results[deployment]:
+            key = (res.node, res.source)
+            prev_up, prev_d = ups.get(key, (True, 0.0))
+            ups[key] = (prev_up and res.up, max(prev_d, res.duration_seconds))
+            for r in res.readings:
+                labels = [deployment, r.node, r.device, r.chip, r.vendor]
+                if tuple(labels) in seen:
+                    continue
+                seen.add(tuple(labels))
+                _add(fams, ecc, labels, r, res.source)
+        for (node, source), (ok, secs) in sorted(ups.items()):
+            up.add_metric([deployment, node, source], 1.0 if ok else 0.0)
+            duration.add_metric([deployment, node, source], secs)
+    # Families with no sample (no source reported links or ECC) are left out of the exposition.
+    return [f for f in (*fams.values(), ecc, up, duration) if f.samples]

@@ -1,0 +1,235 @@
+"""OTLP/HTTP export: a real receiver gets the same names, units and labels as the Prometheus families."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import defaultdict
+
+import pytest
+from aiohttp import web
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+from monitor.config import parse_config
+from monitor.export.otlp import start_otlp, start_otlp_for_sidecar
+from monitor.export.otlp_points import points_from_families, points_from_status, unit_for
+from monitor.export.prometheus import families_from_status
+from monitor.sidecar import Sidecar
+from monitor.telemetry.export import telemetry_families
+from tests.conftest import SHARED_FIXTURES
+from tests.slo.helpers import exposition
+
+NPU_SAMPLE = SHARED_FIXTURES / "npu_exporter_sample.txt"
+
+
+class Clock:
+    """A frozen clock, so two status() calls give identical values (OTLP vs Prometheus comparison)."""
+
+    def __init__(self) -> None:
+        self.t = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def _serve(routes: dict[str, object]) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    for path, handler in routes.items():
+        app.router.add_route("*", path, handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+
+
+async def _sidecar(real_text: str, npu_text: str) -> tuple[Sidecar, web.AppRunner]:
+    """Two deployments: synthetic traffic (non-trivial SLIs) and the real SGLang 0.5.23 fixture + npu-exporter."""
+    synthetic = [exposition(tpot=[0.03] * 5), exposition(tpot=[0.03] * 50 + [0.2] * 5, running=2)]
+    n = {"i": 0}
+
+    async def synth(_request: web.Request) -> web.Response:
+        return web.Response(text=synthetic[n["i"]])
+
+    async def real(_request: web.Request) -> web.Response:
+        return web.Response(text=real_text)
+
+    async def npu(_request: web.Request) -> web.Response:
+        return web.Response(text=npu_text)
+
+    runner, base = await _serve({"/synth": synth, "/real": real, "/npu": npu})
+    cfg = parse_config({"deployments": [
+        {"name": "busy", "tpot_target_seconds": 0.04, "ttft_target_seconds": 1.0,
+         "targets": [{"role": "server", "url": f"{base}/synth"}]},
+        {"name": "real", "tpot_target_seconds": 0.05, "ttft_target_seconds": 2.0, "approximate": True,
+         "targets": [{"role": "server", "url": f"{base}/real"},
+                     {"role": "npu", "source": "npu-exporter", "url": f"{base}/npu", "node": "node-a"}]},
+    ]})
+    clock = Clock()
+    sc = Sidecar(cfg, clock=clock)
+    await sc.run(once=True)
+    clock.t += 15
+    n["i"] = 1
+    await sc.run(once=True)
+    return sc, runner
+
+
+def _accelerators(sc: Sidecar):
+    def families():
+        grouped = defaultdict(list)
+        for (dep, _target), result in sc.scraper.telemetry.items():
+            grouped[dep].append(result)
+        return telemetry_families(grouped)
+
+    return families
+
+
+def _decode(bodies: list[bytes]) -> dict[str, dict]:
+    """name -> {unit, kind, points: {sorted attrs: value}} from the last request that has each metric."""
+    out: dict[str, dict] = {}
+    for body in bodies:
+        req = ExportMetricsServiceRequest()
+        req.ParseFromString(body)
+        for rm in req.resource_metrics:
+            resource = {a.key: a.value.string_value for a in rm.resource.attributes}
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    kind = m.WhichOneof("data")
+                    data = getattr(m, kind)
+                    points = {}
+                    for dp in data.data_points:
+                        attrs = tuple(sorted((a.key, a.value.string_value) for a in dp.attributes))
+                        points[attrs] = dp.as_double if dp.HasField("as_double") else float(dp.as_int)
+                    out[m.name] = {"unit": m.unit, "kind": kind, "points": points, "resource": resource,
+                                   "monotonic": getattr(data, "is_monotonic", None), "scope": sm.scope.name}
+    return out
+
+
+def test_unit_is_set_only_where_the_name_carries_it():
+    assert unit_for("slo_monitor_sli_target_seconds") == "s"
+    assert unit_for("slo_monitor_sli_objective_ratio") == "1"
+    assert unit_for("accelerator_memory_used_bytes") == "By"
+    # The OTLP->Prometheus translator would rename these if they had a unit (`_ratio` moved, `_seconds` added).
+    assert unit_for("slo_monitor_sli_good_ratio_lower_bound") == ""
+    assert unit_for("slo_monitor_latency_seconds_sum") == ""
+    assert unit_for("slo_monitor_deployment_rate_per_second") == ""
+    assert unit_for("slo_monitor_sli_burn_rate") == ""
+
+
+def test_otlp_receiver_gets_the_prometheus_series(real_text):
+    if not NPU_SAMPLE.exists():
+        pytest.skip(f"{NPU_SAMPLE} is not present")
+    npu_text = NPU_SAMPLE.read_text()
+
+    async def go():
+        sc, sglang = await _sidecar(real_text, npu_text)
+        bodies: list[bytes] = []
+
+        async def receive(request: web.Request) -> web.Response:
+            assert request.content_type == "application/x-protobuf"
+            bodies.append(await request.read())
+            return web.Response(body=b"", content_type="application/x-protobuf")
+
+        receiver, base = await _serve({"/v1/metrics": receive})
+        extra = _accelerators(sc)
+        # A long interval: the test drives the exports itself (force_flush), no timing involved.
+        handle = start_otlp(sc.status, f"{base}/v1/metrics", 3600, extra=extra, loop=asyncio.get_running_loop(),
+                            timeout_seconds=5, resource_attributes={"service.instance.id": "test"})
+        try:
+            loop = asyncio.get_running_loop()
+            assert await loop.run_in_executor(None, handle.force_flush)
+            status = sc.status()
+            accel = extra()
+        finally:
+            await handle.aclose()
+            await receiver.cleanup()
+            await sglang.cleanup()
+        return bodies, status, accel
+
+    bodies, status, accel = asyncio.run(go())
+    assert bodies, "the receiver got no OTLP request"
+    got = _decode(bodies[:1])
+
+    expected: dict[str, dict] = defaultdict(dict)
+    kinds: dict[str, str] = {}
+    for fam in [*families_from_status(status), *accel]:
+        for s in fam.samples:
+            expected[s.name][tuple(sorted(s.labels.items()))] = s.value
+            kinds[s.name] = "sum" if fam.type == "counter" else "gauge"
+    assert any(name.startswith("accelerator_") for name in expected), "fixture produced no accelerator series"
+
+    assert set(got) == set(expected)
+    for name, series in expected.items():
+        metric = got[name]
+        assert metric["unit"] == unit_for(name), name
+        assert metric["kind"] == kinds[name], name
+        if metric["kind"] == "sum":
+            assert metric["monotonic"] is True, name
+        assert set(metric["points"]) == set(series), name
+        for attrs, value in series.items():
+            assert math.isclose(metric["points"][attrs], value, rel_tol=1e-12, abs_tol=1e-12), (name, attrs)
+
+    burn = got["slo_monitor_sli_burn_rate"]["points"][
+        (("deployment", "busy"), ("sli", "tpot"), ("window", "5m"))]
+    assert math.isclose(burn, 10.0)  # 10 % bad against a 1 % budget, as on /metrics
+    first = next(iter(got.values()))
+    assert first["resource"]["service.name"] == "slo-monitor"
+    assert first["resource"]["service.instance.id"] == "test"
+    assert first["scope"] == "monitor.export.otlp"
+
+
+def test_points_carry_prometheus_labels_and_no_created_samples(real_text):
+    async def go():
+        sc, runner = await _sidecar(real_text, "")
+        try:
+            return sc.status()
+        finally:
+            await runner.cleanup()
+
+    status = asyncio.run(go())
+    points = points_from_status(status)
+    assert points == points_from_families(families_from_status(status))
+    names = {p.name for p in points}
+    assert "slo_monitor_target_scrapes_total" in names
+    assert all(not n.endswith("_created") for n in names)
+    up = [p for p in points if p.name == "slo_monitor_target_up"]
+    assert {p.labels["deployment"] for p in up} == {"busy", "real"}
+    assert all(set(p.labels) == {"deployment", "role", "target"} for p in up)
+    quant = [p for p in points if p.name == "slo_monitor_latency_seconds"]
+    assert quant and all("quantile" in p.labels and p.unit == "s" and p.kind == "gauge" for p in quant)
+
+
+def test_sidecar_hook_is_off_without_an_endpoint_and_interval_is_checked():
+    async def go():
+        sc = Sidecar(parse_config({"deployments": []}))
+        return start_otlp_for_sidecar(sc)
+
+    assert asyncio.run(go()) is None
+    with pytest.raises(ValueError, match="interval"):
+        start_otlp(lambda: None, "http://127.0.0.1:9/v1/metrics", 0)  # type: ignore[arg-type,return-value]
+
+
+def test_sidecar_hook_exports_to_the_configured_endpoint():
+    async def go():
+        bodies: list[bytes] = []
+
+        async def receive(request: web.Request) -> web.Response:
+            bodies.append(await request.read())
+            return web.Response(body=b"", content_type="application/x-protobuf")
+
+        receiver, base = await _serve({"/v1/metrics": receive})
+        cfg = parse_config({"sidecar": {"otlp_endpoint": f"{base}/v1/metrics", "otlp_interval_seconds": 3600},
+                            "deployments": [{"name": "idle", "tpot_target_seconds": 0.05, "targets": []}]})
+        sc = Sidecar(cfg)
+        handle = start_otlp_for_sidecar(sc)
+        assert handle is not None
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, handle.force_flush)
+        finally:
+            await handle.aclose()
+            await receiver.cleanup()
+        return bodies
+
+    got = _decode(asyncio.run(go()))
+    assert got["slo_monitor_sli_target_seconds"]["points"] == {(("deployment", "idle"), ("sli", "tpot")): 0.05}
+    assert got["slo_monitor_sli_target_seconds"]["unit"] == "s"

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from monitor.telemetry import nvml
+from monitor.telemetry.nvml import NvmlUnavailable, read_nvml
+
+from .fake_nvml import FakeNvml
+
+
+def test_reading_matches_what_the_h200_reported():
+    fake = FakeNvml()
+    (r,) = read_nvml("h200", module=fake)
+    assert (r.node, r.device, r.chip, r.vendor, r.model) == ("h200", "0", "0", "nvidia", "NVIDIA H200")
+    assert r.utilization_ratio == 1.0 and r.power_watts == pytest.approx(673.793)
+    assert r.memory_used_bytes == 21936078848 and r.memory_total_bytes == 150754820096 and r.memory_kind == "fb"
+    assert r.temperature_celsius == 62 and (r.health, r.health_label) == (0, "ok")
+    assert r.ecc_errors == {"correctable": 7, "uncorrectable": 0} and r.links == {}
+    assert [(p.pid, p.name, p.memory_bytes) for p in r.processes] == [(425, None, 21281898496)]
+    assert r.bus_id == "00000000:00:06.0" and r.uuid == "GPU-00000000" and fake.shutdowns == 1
+
+
+@pytest.mark.parametrize(("kw", "health"), [
+    ({"uncorrected": 2}, (2, "alarm")),
+    ({"remapped": (0, 1, 1, 0)}, (1, "warning")),
+    ({"remapped": (0, 1, 0, 1)}, (3, "critical")),
+])
+def test_derived_health(kw, health):
+    (r,) = read_nvml("n", module=FakeNvml(**kw))
+    assert (r.health, r.health_label) == health
+
+
+def test_unsupported_fields_are_missing_not_fatal_and_nvlinks_are_read():
+    rs = read_nvml("n", module=FakeNvml(gpus=2, ecc_supported=False, nvlinks=2))
+    assert [r.device for r in rs] == ["0", "1"]
+    assert rs[0].ecc_errors == {} and rs[0].links == {"nvlink0": True, "nvlink1": False}
+
+
+def test_init_failure_is_nvml_unavailable():
+    with pytest.raises(NvmlUnavailable, match="Driver Not Loaded"):
+        read_nvml("n", module=FakeNvml(init_fails=True))
+
+
+def test_missing_package_is_nvml_unavailable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
+    with pytest.raises(NvmlUnavailable, match="nvidia-ml-py is not installed"):
+        nvml.load_pynvml()
