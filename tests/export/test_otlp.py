@@ -231,5 +231,7 @@ def test_sidecar_hook_exports_to_the_configured_endpoint():
         return bodies
 
     got = _decode(asyncio.run(go()))
-    assert got["slo_monitor_sli_target_seconds"]["points"] == {(("deployment", "idle"), ("sli", "tpot")): 0.05}
-    assert got["slo_monitor_sli_target_seconds"]["unit"] == "s"
+    info = got["slo_monitor_deployment_info"]
+    assert info["points"] == {(("cards", ""), ("deployment", "idle"), ("hardware", "unknown"), ("mode", "pd-mixed"),
+                               ("model", "unknown")): 1.0}
+    assert info["unit"] == "" and info["kind"] == "gauge"

@@ -1,0 +1,61 @@
+"""The sidecar runs a (fake) npu-smi and a DCGM endpoint and exports accelerator_* series."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+
+from aiohttp import web
+
+from monitor.config import parse_config
+from monitor.sidecar import Sidecar
+from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
+from tests.conftest import SHARED_FIXTURES
+
+A3 = SHARED_FIXTURES / "npu-smi" / "910_93_info_nputop-test-npusmi25.2.0_mixedprocs.txt"
+
+
+def test_accelerator_series_from_npu_smi_and_dcgm(tmp_path):
+    fake = write_fake_npu_smi(tmp_path / "npu-smi", A3.read_text())
+    hang = tmp_path / "hang"
+    hang.write_text("#!/bin/sh\nsleep 30\n")
+    hang.chmod(0o755)
+
+    async def go():
+        async def dcgm(request):
+            return web.Response(text=(SHARED_FIXTURES / "dcgm_exporter_sample.txt").read_text())
+
+        app = web.Application()
+        app.router.add_get("/metrics", dcgm)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        cfg = parse_config({
+            "sidecar": {"scrape_interval_seconds": 2, "scrape_timeout_seconds": 1},
+            "deployments": [{"name": "a3", "tpot_target_seconds": 0.1, "targets": [
+                {"role": "npu", "source": "npu-smi", "command": [str(fake)], "node": "node-a"},
+                {"role": "npu", "source": "npu-smi", "command": [str(hang)], "node": "node-b"},
+                {"role": "gpu", "source": "dcgm", "url": f"http://127.0.0.1:{port}/metrics"},
+            ]}],
+        })
+        sc = Sidecar(cfg)
+        try:
+            await sc.run(once=True)
+            from prometheus_client import generate_latest
+
+            return generate_latest(sc.registry).decode(), sc.status()
+        finally:
+            await sc.close()
+            await runner.cleanup()
+
+    text, status = asyncio.run(go())
+    assert 'accelerator_temperature_celsius{chip="0",deployment="a3"' in text
+    assert 'vendor="huawei"' in text and 'vendor="nvidia"' in text
+    down = [t for t in status.deployments[0].targets if not t.up]
+    assert len(down) == 1 and "hang" in down[0].id and "timed out" in down[0].last_error  # never stalls the loop
+    if shutil.which("promtool"):
+        res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
