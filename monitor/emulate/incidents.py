@@ -1,0 +1,145 @@
+"""Incidents: what can go wrong with an emulated deployment, and how each one moves the model.
+
+CLI spec: `DEPLOYMENT:KIND[:FACTOR][@START+DURATION]`, START and DURATION in seconds of emulated time
+or as `30s`/`5m`/`1h` (`@+5m` starts now for 5 minutes, `@2m` starts at 2 minutes and lasts until
+cleared). Times are emulated seconds since the emulator started.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from monitor.conventions import parse_duration
+
+KINDS: tuple[str, ...] = (
+    "tpot_regression",  # decode slower by `factor`
+    "ttft_spike",  # prefill slower by `factor`
+    "queue_buildup",  # arrivals x `factor`: queue grows, TTFT and TPOT rise
+    "restart",  # counters reset (fresh registry, new pid); down for `duration` if given
+    "down",  # listener closed: the port refuses connections until it ends
+    "npu_overheat",  # chip temperature up, decode slower by `factor`
+    "hbm_full",  # HBM use and token_usage near 100 %, fewer running slots
+    "metrics_disabled",  # /metrics answers 404 (server launched without --enable-metrics)
+)
+DEFAULT_FACTOR: dict[str, float] = {
+    "tpot_regression": 2.0, "ttft_spike": 4.0, "queue_buildup": 3.0, "npu_overheat": 1.5,
+}
+_ids = itertools.count(1)
+
+
+@dataclass
+class Incident:
+    deployment: str
+    kind: str
+    factor: float = 1.0
+    start: float = 0.0
+    duration: float | None = None  # None: until cleared
+    role: str | None = None  # server | prefill | decode; None: every server of the deployment
+    id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown incident kind {self.kind!r}; expected one of {', '.join(KINDS)}")
+        if self.factor <= 0:
+            raise ValueError("incident factor must be > 0")
+        if self.duration is not None and self.duration < 0:
+            raise ValueError("incident duration must be >= 0")
+        if not self.id:
+            self.id = next(_ids)
+
+    @property
+    def end(self) -> float | None:
+        return None if self.duration is None else self.start + self.duration
+
+    def active(self, now: float) -> bool:
+        return self.start <= now and (self.end is None or now < self.end)
+
+    def applies_to(self, role: str) -> bool:
+        return self.role is None or self.role == role
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _seconds(text: str) -> float:
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return float(parse_duration(text))
+
+
+def parse_spec(spec: str, now: float = 0.0) -> Incident:
+    """`kimi-pd:tpot_regression:2.5@+10m` -> Incident starting at `now` for 600 s."""
+    body, _, when = spec.partition("@")
+    parts = body.split(":")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise ValueError(f"incident {spec!r}: expected DEPLOYMENT:KIND[:FACTOR][@START+DURATION]")
+    deployment, kind = parts[0], parts[1]
+    role = None
+    if "/" in deployment:  # deployment/role targets one role of a PD deployment
+        deployment, role = deployment.split("/", 1)
+    factor = float(parts[2]) if len(parts) > 2 and parts[2] else DEFAULT_FACTOR.get(kind, 1.0)
+    start, duration = now, None
+    if when:
+        first, plus, rest = when.partition("+")
+        start = now + _seconds(first) if first else now
+        duration = _seconds(rest) if plus else None
+    return Incident(deployment, kind, factor, start, duration, role)
+
+
+def from_request(body: dict[str, Any], now: float) -> Incident:
+    """The JSON body of `POST /control/incident`."""
+    if not isinstance(body, dict) or "deployment" not in body or "kind" not in body:
+        raise ValueError('expected {"deployment": ..., "kind": ..., "factor"?, "duration_seconds"?}')
+    kind = str(body["kind"])
+    duration = body.get("duration_seconds")
+    return Incident(
+        deployment=str(body["deployment"]),
+        kind=kind,
+        factor=float(body.get("factor") or DEFAULT_FACTOR.get(kind, 1.0)),
+        start=now + float(body.get("start_in_seconds") or 0.0),
+        duration=None if duration is None else float(duration),
+        role=body.get("role"),
+    )
+
+
+@dataclass(frozen=True)
+class Effects:
+    """Multipliers and flags that the active incidents put on one server."""
+
+    tpot: float = 1.0
+    ttft: float = 1.0
+    arrivals: float = 1.0
+    hbm_full: bool = False
+    overheat: bool = False
+    down: bool = False
+    metrics_disabled: bool = False
+
+
+def effects(incidents: list[Incident], role: str, now: float) -> Effects:
+    tpot = ttft = arrivals = 1.0
+    flags = {"hbm_full": False, "overheat": False, "down": False, "metrics_disabled": False}
+    for inc in incidents:
+        # Arrivals come from the clients in front of the whole deployment, whatever the role.
+        if not inc.active(now) or (inc.kind != "queue_buildup" and not inc.applies_to(role)):
+            continue
+        if inc.kind == "tpot_regression":
+            tpot *= inc.factor
+        elif inc.kind == "npu_overheat":
+            tpot *= inc.factor
+            flags["overheat"] = True
+        elif inc.kind == "ttft_spike":
+            ttft *= inc.factor
+        elif inc.kind == "queue_buildup":
+            arrivals *= inc.factor
+        elif inc.kind == "hbm_full":
+            flags["hbm_full"] = True
+        elif inc.kind in ("down", "restart"):
+            # A restart with a duration is down while it restarts; a bare restart is instant.
+            flags["down"] = flags["down"] or inc.kind == "down" or bool(inc.duration)
+        elif inc.kind == "metrics_disabled":
+            flags["metrics_disabled"] = True
+    return Effects(tpot, ttft, arrivals, **flags)

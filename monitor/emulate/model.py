@@ -1,0 +1,187 @@
+"""Latency and load model of one deployment, calibrated from its recipe row.
+
+Healthy state: per-request TPOT is lognormal with its median at ~72 % of the TPOT target and a spread
+that puts ~0.3 % of requests over it, well inside a 99 % objective. Load adds a little (bigger decode
+batches), a waiting queue adds more (prefill chunks interleaved with decode), speculative decoding
+divides by the accepted length relative to the recipe's. TTFT is prefill time of the uncached prompt
+tokens plus queueing; in PD it also carries bootstrap and KV transfer.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from monitor.config import Deployment
+from monitor.emulate.topology import ServerSpec
+
+TPOT_MEDIAN_SHARE = 0.72  # of the target
+TPOT_SIGMA = 0.11
+ACCEPT_SIGMA = 0.05
+TTFT_SIGMA = 0.15
+NOMINAL_LOAD = 0.4  # share of running slots busy in the healthy state (headroom for a 2x slowdown)
+DEFAULT_INPUT, DEFAULT_OUTPUT = 1024, 256
+PREFILL_TOKENS_PER_SECOND = 12000.0  # used only when the recipe gives no TTFT at all
+KV_MB_PER_TOKEN = 0.07
+KV_GBPS_MEDIAN = 20.0
+PREFILL_SLOTS_DEFAULT = 8
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    prompt_tokens: int
+    completion_tokens: int  # tokens it would produce if not aborted
+    cached_tokens: int
+    streaming: bool
+    finish_reason: str  # stop | length | abort
+    abort_fraction: float  # share of completion produced before an abort
+    structured: bool
+
+    @property
+    def uncached_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    tpot_median: float
+    ttft_nominal: float  # prefill time at the nominal uncached prompt
+    input_tokens: int
+    output_tokens: int
+    prefix_hit: float
+    accept_length: float  # 0 without speculative decoding
+    draft_tokens: int
+    arrival_rate: float  # requests per second into the whole deployment
+    streaming_share: float = 0.7
+    abort_probability: float = 0.005
+    stop_share: float = 0.1
+    structured_share: float = 0.04
+
+    @property
+    def uncached_nominal(self) -> float:
+        return max(self.input_tokens * 0.9 * (1 - self.prefix_hit), 1.0)
+
+    def sample_shape(self, rng: random.Random, radix_cache: bool = True) -> RequestShape:
+        prompt = max(1, round(self.input_tokens * rng.uniform(0.8, 1.0)))
+        completion = max(2, round(self.output_tokens * rng.uniform(0.7, 1.0)))
+        hit = min(max(rng.gauss(self.prefix_hit, 0.03), 0.0), 0.99) if self.prefix_hit and radix_cache else 0.0
+        aborted = rng.random() < self.abort_probability
+        reason = "abort" if aborted else ("stop" if rng.random() < self.stop_share else "length")
+        return RequestShape(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=int(prompt * hit),
+            streaming=rng.random() < self.streaming_share,
+            finish_reason=reason,
+            abort_fraction=rng.uniform(0.05, 0.9) if aborted else 1.0,
+            structured=rng.random() < self.structured_share,
+        )
+
+    def prefill_seconds(self, rng: random.Random, uncached: int, factor: float = 1.0) -> float:
+        size = 0.15 + 0.85 * uncached / self.uncached_nominal
+        return self.ttft_nominal * size * rng.lognormvariate(0.0, TTFT_SIGMA) * factor
+
+    def accept_sample(self, rng: random.Random) -> float:
+        if not self.accept_length:
+            return 0.0
+        return min(max(self.accept_length * rng.lognormvariate(0.0, ACCEPT_SIGMA), 1.0), float(self.draft_tokens))
+
+    def tpot_seconds(self, rng: random.Random, load: float, pressure: float, factor: float = 1.0,
+                     accept: float = 0.0) -> float:
+        """Per-request TPOT. load: busy share of slots; pressure: waiting requests per slot."""
+        batch = 0.95 + 0.05 * min(load, 1.5) / NOMINAL_LOAD
+        queue = 1.0 + 0.6 * min(max(pressure, 0.0), 1.5)
+        spec = self.accept_length / accept if accept and self.accept_length else 1.0
+        return self.tpot_median * batch * queue * spec * factor * rng.lognormvariate(0.0, TPOT_SIGMA)
+
+    def kv_transfer(self, rng: random.Random, prompt_tokens: int) -> tuple[float, float]:
+        """(seconds, MB) to move one request's KV cache from prefill to decode."""
+        mb = prompt_tokens * KV_MB_PER_TOKEN
+        gbps = KV_GBPS_MEDIAN * rng.lognormvariate(0.0, 0.2)
+        return 0.002 + mb / 1024.0 / gbps, mb
+
+    def expected_decode_seconds(self) -> float:
+        return (self.output_tokens * 0.85 - 1) * self.tpot_median
+
+
+def _tpot_median(dep: Deployment) -> float:
+    if dep.tpot_target_seconds:
+        return dep.tpot_target_seconds * TPOT_MEDIAN_SHARE
+    if dep.baseline and dep.baseline.tpot_mean_seconds:
+        return dep.baseline.tpot_mean_seconds
+    if dep.itl_target_seconds:
+        return dep.itl_target_seconds * TPOT_MEDIAN_SHARE
+    return 0.05 * TPOT_MEDIAN_SHARE
+
+
+def _ttft_nominal(dep: Deployment, input_tokens: int, hit: float) -> float:
+    if dep.ttft_target_seconds:
+        return dep.ttft_target_seconds * 0.45
+    if dep.baseline and dep.baseline.ttft_mean_seconds:
+        return dep.baseline.ttft_mean_seconds
+    return 0.05 + input_tokens * 0.9 * (1 - hit) / PREFILL_TOKENS_PER_SECOND
+
+
+def _accept_length(spec: ServerSpec | None) -> tuple[float, int]:
+    if spec is None or not spec.speculative_algorithm:
+        return 0.0, 0
+    drafts = max(spec.speculative_num_draft_tokens, 2)
+    return round(1.0 + 0.6 * (drafts - 1), 3), drafts
+
+
+def build_model(dep: Deployment, servers: list[ServerSpec], rate: float | None = None) -> LatencyModel:
+    input_tokens = dep.input_tokens or DEFAULT_INPUT
+    output_tokens = dep.output_tokens or DEFAULT_OUTPUT
+    hit = dep.prefix_cache_hit or 0.0
+    decoders = [s for s in servers if s.role in ("server", "decode")]
+    accept, drafts = _accept_length(decoders[0] if decoders else None)
+    model = LatencyModel(
+        tpot_median=_tpot_median(dep),
+        ttft_nominal=_ttft_nominal(dep, input_tokens, hit),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        prefix_hit=hit,
+        accept_length=accept,
+        draft_tokens=drafts,
+        arrival_rate=1.0,
+    )
+    if rate is None:
+        rate = nominal_rate(model, servers)
+    return LatencyModel(**{**model.__dict__, "arrival_rate": rate})
+
+
+def decode_slots(spec: ServerSpec) -> list[int]:
+    """Running-request slots of each DP rank (max_running_requests is split across ranks)."""
+    dp = max(spec.dp_size, 1)
+    return [max(1, spec.max_running_requests // dp)] * dp
+
+
+def prefill_slots(spec: ServerSpec) -> list[int]:
+    dp = max(spec.dp_size, 1)
+    flags = spec.launch
+    total = int(flags.get("max_running_requests", 0) or 0) or PREFILL_SLOTS_DEFAULT * dp
+    return [max(1, total // dp)] * dp
+
+
+def nominal_rate(model: LatencyModel, servers: list[ServerSpec]) -> float:
+    """Arrival rate that keeps NOMINAL_LOAD of the binding resource busy."""
+    ttft = model.ttft_nominal * (0.15 + 0.85 * 0.9)
+    decode = model.expected_decode_seconds()
+    limits = []
+    unified = [s for s in servers if s.role == "server"]
+    if unified:
+        limits.append(sum(sum(decode_slots(s)) for s in unified) / (ttft + decode))
+    decoders = [s for s in servers if s.role == "decode"]
+    if decoders:
+        limits.append(sum(sum(decode_slots(s)) for s in decoders) / (decode + model.tpot_median))
+    prefills = [s for s in servers if s.role == "prefill"]
+    if prefills:
+        limits.append(sum(sum(prefill_slots(s)) for s in prefills) / ttft)
+    return NOMINAL_LOAD * min(limits) if limits else 1.0
+
+
+def lognormal_share_above(median: float, sigma: float, threshold: float) -> float:
+    """P(X > threshold) for a lognormal with this median: what the healthy state violates."""
+    z = math.log(threshold / median) / sigma
+    return 0.5 * math.erfc(z / math.sqrt(2))

@@ -1,0 +1,388 @@
+"""The emulator process: aiohttp listeners for every emulated server, npu-exporter and the control port.
+
+`Emulator` starts and stops in-process (tests) and is what `slo-monitor emulate` runs. The emulated
+clock advances `speed` emulated seconds per real second (speed 0: only `advance()` moves it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from monitor.config import Config
+from monitor.conventions import DEFAULT_BUCKETS
+from monitor.emulate.control import control_app
+from monitor.emulate.engine import EmulatedDeployment, ServerSim
+from monitor.emulate.exposition import render_npu, render_server
+from monitor.emulate.incidents import Incident, parse_spec
+from monitor.emulate.topology import HOST, DeploymentLayout, Layout, localize, plan
+
+log = logging.getLogger(__name__)
+
+
+class _DropHttp2Probes(logging.Filter):
+    """The router's gRPC probe speaks HTTP/2 to an HTTP/1.1 port; aiohttp logs each as a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and "PRI/Upgrade" in str(exc))
+
+
+_PROBE_FILTER = _DropHttp2Probes()
+
+
+class Listener:
+    """One TCP port that can be closed (port refuses connections) and reopened on the same number."""
+
+    def __init__(self, app: web.Application, port: int) -> None:
+        self.app = app
+        self.port = port
+        self._runner: web.AppRunner | None = None
+        self._site: web.SockSite | None = None
+
+    @staticmethod
+    def bind(port: int) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
+        return sock
+
+    async def open(self, sock: socket.socket | None = None) -> None:
+        if self._site is not None:
+            return
+        sock = sock or self.bind(self.port)
+        self.port = sock.getsockname()[1]
+        if self._runner is None:
+            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+            await self._runner.setup()
+        self._site = web.SockSite(self._runner, sock)
+        await self._site.start()
+
+    async def close(self) -> None:
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._site is not None
+
+    async def shutdown(self) -> None:
+        await self.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def _server_info(dep: EmulatedDeployment, srv: ServerSim) -> dict[str, Any]:
+    spec = srv.spec
+    buckets = dep.deployment.buckets
+    return {
+        "model_path": spec.model_name,
+        "tokenizer_path": spec.model_name,
+        "served_model_name": spec.model_name,
+        "host": HOST,
+        "port": spec.port,
+        "tp_size": spec.tp_size,
+        "pp_size": spec.pp_size,
+        "dp_size": spec.dp_size,
+        "ep_size": spec.ep_size,
+        "enable_dp_attention": spec.enable_dp_attention,
+        "max_running_requests": spec.max_running_requests,
+        "disaggregation_mode": {"server": "null"}.get(spec.role, spec.role),
+        "speculative_algorithm": spec.speculative_algorithm,
+        "speculative_num_draft_tokens": spec.speculative_num_draft_tokens or None,
+        "disable_radix_cache": spec.disable_radix_cache,
+        "enable_metrics": True,
+        "bucket_time_to_first_token": buckets.get("ttft"),
+        "bucket_inter_token_latency": buckets.get("itl") or buckets.get("tpot"),
+        "bucket_e2e_request_latency": buckets.get("e2e"),
+        "default_buckets": {k: list(v) for k, v in DEFAULT_BUCKETS.items()},
+        "version": "0.5.23",
+        "emulated": True,
+        "internal_states": [
+            {"dp_rank": r.index, "last_gen_throughput": dep.rank_gauges(srv, r)["sglang:gen_throughput"],
+             "avg_spec_accept_length": r.last_accept or None}
+            for r in srv.ranks
+        ],
+    }
+
+
+def _model_info(srv: ServerSim) -> dict[str, Any]:
+    return {"model_path": srv.spec.model_name, "tokenizer_path": srv.spec.model_name, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default", "model_type": "emulated",
+            "architectures": ["EmulatedForCausalLM"]}
+
+
+class Emulator:
+    def __init__(self, config: Config, base_port: int = 0, *, speed: float = 1.0, seed: int = 0,
+                 incidents: Iterable[str | Incident] = (), request_log_dir: str | Path | None = None,
+                 tick_seconds: float = 0.2, rates: dict[str, float] | None = None) -> None:
+        """base_port 0: every listener gets a free port from the OS (see `layout`/`localized_config`)."""
+        self.config = config
+        self.base_port = base_port
+        self.speed = speed
+        self.seed = seed
+        self.request_log_dir = request_log_dir
+        self.tick_seconds = tick_seconds
+        self.rates = rates or {}
+        self._pending = list(incidents)
+        self.layout: Layout = plan(config, base_port)
+        self.deployments: dict[str, EmulatedDeployment] = {}
+        self._server_listeners: list[tuple[EmulatedDeployment, ServerSim, Listener]] = []
+        self._listeners: list[Listener] = []
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        logging.getLogger("aiohttp.server").addFilter(_PROBE_FILTER)  # idempotent: same object
+        socks = self._bind_all()
+        self.layout = self._layout_with(socks)
+        wall = time.time()
+        it = iter(socks)
+        control = Listener(control_app(self), self.layout.control_port)
+        await control.open(next(it))
+        self._listeners.append(control)
+        for dep_cfg, dl in zip(self.config.deployments, self.layout.deployments):
+            dep = EmulatedDeployment(dep_cfg, dl, seed=self.seed, rate=self.rates.get(dep_cfg.name),
+                                     wall_start=wall, request_log_dir=self._log_dir())
+            self.deployments[dep_cfg.name] = dep
+            for srv in dep.servers:
+                lst = Listener(self._server_app(dep, srv), srv.spec.port)
+                await lst.open(next(it))
+                self._listeners.append(lst)
+                self._server_listeners.append((dep, srv, lst))
+            npu = Listener(self._npu_app(dep, dl), dl.npu_port)
+            await npu.open(next(it))
+            self._listeners.append(npu)
+            for _ in range(2):  # router ports: reserved, released for the real router
+                next(it).close()
+        for spec in self._pending:
+            self.add_incident(spec)
+        self._pending = []
+        await self._sync_listeners()
+        if self.speed > 0:
+            self._task = asyncio.create_task(self._clock())
+        log.info("emulator up: control %s, %d deployment(s)", self.layout.control_url, len(self.deployments))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for lst in self._listeners:
+            await lst.shutdown()
+        self._listeners.clear()
+        self._server_listeners.clear()
+        for dep in self.deployments.values():
+            dep.close()
+
+    async def __aenter__(self) -> Emulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _log_dir(self) -> str | None:
+        return str(self.request_log_dir) if self.request_log_dir is not None else None
+
+    def _bind_all(self) -> list[socket.socket]:
+        ports = [self.layout.control_port]
+        for dl in self.layout.deployments:
+            ports += [s.port for s in dl.servers] + [dl.npu_port, dl.router_port, dl.router_metrics_port]
+        socks: list[socket.socket] = []
+        try:
+            for p in ports:
+                socks.append(Listener.bind(0 if self.base_port == 0 else p))
+        except OSError:
+            for s in socks:
+                s.close()
+            raise
+        return socks
+
+    def _layout_with(self, socks: list[socket.socket]) -> Layout:
+        """The planned layout with the ports actually bound (differs only for base_port 0)."""
+        ports = iter(s.getsockname()[1] for s in socks)
+        control = next(ports)
+        deps = []
+        for dl in self.layout.deployments:
+            servers = tuple(dataclasses.replace(s, port=next(ports)) for s in dl.servers)
+            deps.append(DeploymentLayout(dl.name, servers, next(ports), next(ports), next(ports), dl.chips))
+        return Layout(self.base_port, control, tuple(deps))
+
+    def localized_config(self, request_log_dir: str | None = None) -> Config:
+        """The config with targets on this emulator's ports (valid after `start()`)."""
+        if self.base_port:
+            return localize(self.config, self.base_port, request_log_dir or self._log_dir())
+        cfg = localize(self.config, 0, request_log_dir or self._log_dir())
+        # base_port 0: the ports were picked by the OS, rewrite the planned ones.
+        planned = plan(self.config, 0)
+        mapping = {planned.control_port: self.layout.control_port}
+        for a, b in zip(planned.deployments, self.layout.deployments):
+            mapping.update({x.port: y.port for x, y in zip(a.servers, b.servers)})
+            mapping.update({a.npu_port: b.npu_port, a.router_port: b.router_port,
+                            a.router_metrics_port: b.router_metrics_port})
+        deps = []
+        for dep in cfg.deployments:
+            targets = []
+            for t in dep.targets:
+                if t.url:
+                    host_port, _, path = t.url.removeprefix("http://").partition("/")
+                    port = mapping[int(host_port.rsplit(":", 1)[1])]
+                    t = t.model_copy(update={"url": f"http://{HOST}:{port}/{path}"})
+                targets.append(t)
+            deps.append(dep.model_copy(update={"targets": targets}))
+        return cfg.model_copy(update={"deployments": deps})
+
+    @property
+    def control_url(self) -> str:
+        return self.layout.control_url
+
+    # --- clock and incidents -------------------------------------------------------------------
+    async def _clock(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(self.tick_seconds)
+            now = time.monotonic()
+            await self.advance((now - last) * self.speed)
+            last = now
+
+    async def advance(self, seconds: float) -> None:
+        """Move every deployment's clock by `seconds` of emulated time, then open/close ports."""
+        async with self._lock:
+            for dep in self.deployments.values():
+                dep.advance(seconds)
+            await self._sync_listeners()
+
+    async def _sync_listeners(self) -> None:
+        for dep, srv, lst in self._server_listeners:
+            down = dep.effects(srv.spec.role).down
+            if down and lst.is_open:
+                await lst.close()
+            elif not down and not lst.is_open:
+                try:
+                    await lst.open()
+                except OSError as err:  # port taken meanwhile: retry on the next tick
+                    log.warning("cannot reopen %s on port %d: %s", srv.spec.name, lst.port, err)
+
+    def add_incident(self, inc: str | Incident) -> Incident:
+        if isinstance(inc, str):
+            name = inc.split(":", 1)[0].split("/", 1)[0]
+            if name not in self.deployments:
+                raise ValueError(f"incident {inc!r}: unknown deployment {name!r}")
+            inc = parse_spec(inc, self.deployments[name].now)
+        if inc.deployment not in self.deployments:
+            raise ValueError(f"unknown deployment {inc.deployment!r}")
+        self.deployments[inc.deployment].add_incident(inc)
+        return inc
+
+    def clear_incidents(self, deployment: str | None = None) -> None:
+        for name, dep in self.deployments.items():
+            if deployment in (None, name):
+                dep.clear_incidents()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "speed": self.speed,
+            "control_url": self.control_url,
+            "deployments": {
+                name: dep.state() | {"npu_url": self.layout.deployment(name).npu_url,
+                                     "router_port": self.layout.deployment(name).router_port,
+                                     "router_metrics_port": self.layout.deployment(name).router_metrics_port}
+                for name, dep in self.deployments.items()
+            },
+        }
+
+    # --- apps ----------------------------------------------------------------------------------
+    def _server_app(self, dep: EmulatedDeployment, srv: ServerSim) -> web.Application:
+        app = web.Application()
+
+        def guard(request: web.Request) -> None:
+            # A connection opened before the port closed must not be answered either.
+            if dep.effects(srv.spec.role).down:
+                if request.transport is not None:
+                    request.transport.close()
+                raise web.HTTPServiceUnavailable()
+
+        async def metrics(request: web.Request) -> web.Response:
+            guard(request)
+            if dep.effects(srv.spec.role).metrics_disabled:
+                raise web.HTTPNotFound(text='{"detail":"Not Found"}', content_type="application/json")
+            body, headers = render_server(dep, srv, request.headers.get("Accept"),
+                                          request.headers.get("Accept-Encoding"))
+            return web.Response(body=body, headers=headers)
+
+        async def health(request: web.Request) -> web.Response:
+            guard(request)
+            return web.Response(status=200)
+
+        async def server_info(request: web.Request) -> web.Response:
+            guard(request)
+            return web.json_response(_server_info(dep, srv))
+
+        async def model_info(request: web.Request) -> web.Response:
+            guard(request)
+            return web.json_response(_model_info(srv))
+
+        async def models(request: web.Request) -> web.Response:
+            guard(request)
+            name = srv.spec.model_name
+            return web.json_response({"object": "list", "data": [
+                {"id": name, "object": "model", "owned_by": "sglang", "root": name, "max_model_len": 131072}]})
+
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/metrics/", metrics)
+        for path in ("/health", "/health_generate", "/ping"):
+            app.router.add_get(path, health)
+        for path in ("/server_info", "/get_server_info"):
+            app.router.add_get(path, server_info)
+        for path in ("/model_info", "/get_model_info"):
+            app.router.add_get(path, model_info)
+        app.router.add_get("/v1/models", models)
+        return app
+
+    def _npu_app(self, dep: EmulatedDeployment, dl: DeploymentLayout) -> web.Application:
+        app = web.Application()
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(text=render_npu(dep, dl.chips), content_type="text/plain")
+
+        app.router.add_get("/metrics", metrics)
+        return app
+
+
+def run_emulator(config: Config, base_port: int, *, speed: float = 1.0, seed: int = 0,
+                 incidents: Iterable[str] = (), request_log_dir: str | None = None,
+                 ready: Any = None) -> None:
+    """Run until SIGINT/SIGTERM (the CLI's `slo-monitor emulate`). `ready(emulator)` is called once up."""
+    import signal
+
+    async def main() -> None:
+        emu = Emulator(config, base_port, speed=speed, seed=seed, incidents=incidents,
+                       request_log_dir=request_log_dir)
+        await emu.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            if ready is not None:
+                ready(emu)
+            await stop.wait()
+        finally:
+            await emu.stop()
+
+    asyncio.run(main())
