@@ -9,6 +9,7 @@ An empty window has no SLI (None: nothing is exported, nothing pages) and a burn
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -113,7 +114,10 @@ def compute_sli_states(dep: Deployment, store: SnapshotStore, now: float,
         assert target is not None
         current = latest.hists.get(sli)
         if current is None:
-            continue
+            # No request has finished yet (SGLang exports a family only once observed): report
+            # the SLI with empty windows rather than leave it out of the status.
+            edges = (*(dep.buckets.get(sli) or DEFAULT_BUCKETS[sli]), math.inf)
+            current = Hist(tuple(edges), (0.0,) * len(edges), 0.0, 0.0)
         edges = current.edges
         wins: dict[str, WindowState] = {}
         for wname, secs in windows.items():

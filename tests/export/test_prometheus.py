@@ -72,12 +72,12 @@ def test_metrics_endpoint_is_promtool_clean_and_has_no_nan():
 
 def test_status_api_and_bearer_token():
     async def go():
-        sc, runner, base = await _sidecar_with_traffic(token="tok")
+        sc, runner, base = await _sidecar_with_traffic(token="s3cr3t-t0k3n")
         try:
             async with aiohttp.ClientSession() as s:
                 async with s.get(base + "/api/v1/status") as r:
                     denied = r.status
-                async with s.get(base + "/api/v1/status", headers={"Authorization": "Bearer tok"}) as r:
+                async with s.get(base + "/api/v1/status", headers={"Authorization": "Bearer s3cr3t-t0k3n"}) as r:
                     body = await r.json()
                 async with s.get(base + "/healthz") as r:
                     health = r.status
@@ -93,7 +93,7 @@ def test_status_api_and_bearer_token():
     busy = next(d for d in body["deployments"] if d["name"] == "busy")
     tpot = next(s for s in busy["slis"] if s["sli"] == "tpot")
     assert tpot["breaching"] and tpot["windows"][0]["events"] == 50
-    assert "tok" not in json.dumps(body)
+    assert "s3cr3t-t0k3n" not in json.dumps(body)
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1"])

@@ -1,0 +1,143 @@
+"""`slo-monitor demo` (what `make demo` runs): the main job on the embedded default.
+
+Emulated SGLang deployments for the seed recipe's rows, the real sglang-router in front of one PD
+pair (when the `smg` binary is installed), the sidecar scraping all of it, a live status table,
+and a printed line saying how to inject an incident and watch the burn rate climb. Runs until
+Ctrl-C (or `--duration`), then stops every process it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from monitor.commands.status import render_table
+from monitor.config import Config, load_config
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="emulated seed-recipe deployments + the sidecar + a live status table")
+    p.add_argument("-c", "--config", help="deployments to emulate (default: the embedded Kimi-K2.6 recipe)")
+    p.add_argument("--base-port", type=int, default=31000, help="first emulator port (control endpoint)")
+    p.add_argument("--listen", default="127.0.0.1:9464", help="sidecar HOST:PORT")
+    p.add_argument("--interval", type=float, default=2.0, help="scrape interval seconds")
+    p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
+    p.add_argument("--incident", action="append", default=[], metavar="SPEC",
+                   help="inject at start, e.g. 'DEPLOYMENT:tpot_regression:3@+60s+5m'")
+    p.add_argument("--no-router", action="store_true", help="do not start the real sglang-router")
+    p.add_argument("--recording", help="SQLite recording path (default: a temp file)")
+    p.add_argument("--duration", type=float, default=0.0, help="stop after N seconds (0: until Ctrl-C)")
+    p.add_argument("--no-table", action="store_true", help="log instead of redrawing the status table")
+    p.set_defaults(func=_demo)
+
+
+def demo_config(path: str | None) -> Config:
+    if path:
+        return load_config(path)
+    from monitor.recipes import default_config
+
+    return default_config(add_bucket_flags=True)
+
+
+def _with_sidecar(cfg: Config, listen: str, interval: float, recording: str) -> Config:
+    from monitor.commands.run import parse_listen
+
+    host, port = parse_listen(listen)
+    side = cfg.sidecar.model_copy(update={
+        "listen_host": host, "listen_port": port, "scrape_interval_seconds": interval,
+        "scrape_timeout_seconds": min(cfg.sidecar.scrape_timeout_seconds, interval),
+        "recording_path": recording, "recording_interval_seconds": max(interval, 5.0),
+    })
+    return cfg.model_copy(update={"sidecar": side})
+
+
+def _drop_router_targets(cfg: Config, keep: set[str]) -> Config:
+    deps = [d if d.name in keep else d.model_copy(update={"targets": [t for t in d.targets if t.role != "router"]})
+            for d in cfg.deployments]
+    return cfg.model_copy(update={"deployments": deps})
+
+
+async def run_demo(args: argparse.Namespace) -> int:
+    from monitor.emulate import Emulator
+    from monitor.sidecar import Sidecar
+
+    base = demo_config(args.config)
+    tmp = Path(tempfile.mkdtemp(prefix="slo-monitor-demo-"))
+    emulator = Emulator(base, args.base_port, speed=args.speed, incidents=args.incident)
+    routers = []
+    sidecar = None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await emulator.start()
+        cfg = emulator.localized_config()
+        with_router: set[str] = set()
+        pd = next((d for d in cfg.deployments if d.mode == "pd-disaggregated"), None)
+        if pd is not None and not args.no_router and shutil.which("smg"):
+            from monitor.emulate.router import launch_router
+
+            try:
+                routers.append(await asyncio.to_thread(
+                    launch_router, emulator.layout.deployment(pd.name), log_path=tmp / "router.log"))
+                with_router.add(pd.name)
+            except Exception as err:  # the demo goes on without the router, and says so
+                print(f"(sglang-router did not start: {err}; see {tmp / 'router.log'})", file=sys.stderr)
+        cfg = _drop_router_targets(cfg, with_router)
+        cfg = _with_sidecar(cfg, args.listen, args.interval, args.recording or str(tmp / "recording.sqlite"))
+        sidecar = Sidecar(cfg)
+        port = await sidecar.start_http()
+        task = asyncio.create_task(sidecar.run())
+        first = cfg.deployments[0].name
+        url = f"http://{cfg.sidecar.listen_host}:{port}"
+        banner = [
+            f"emulated {len(cfg.deployments)} deployments from the recipe; control endpoint {emulator.control_url}",
+            f"sidecar: {url}/metrics  {url}/api/v1/status  (live table below; Ctrl-C stops everything)",
+        ]
+        if with_router:
+            banner.append(f"real sglang-router in front of {next(iter(with_router))}: {routers[0].metrics_url}")
+        banner.append(
+            "inject an incident and watch the burn rate climb:\n"
+            f"  curl -s -X POST {emulator.control_url}/control/incident -H 'content-type: application/json' "
+            + "-d '" + json.dumps({"deployment": first, "kind": "tpot_regression", "factor": 3}) + "'\n"
+            f"  (kinds: tpot_regression ttft_spike queue_buildup restart down npu_overheat hbm_full "
+            f"metrics_disabled; clear: curl -X POST {emulator.control_url}/control/clear)"
+        )
+        print("\n".join(banner), flush=True)
+        deadline = loop.time() + args.duration if args.duration else None
+        while not stop.is_set():
+            await asyncio.sleep(args.interval)
+            table = render_table(sidecar.status(), color=sys.stdout.isatty())
+            if args.no_table or not sys.stdout.isatty():
+                log.info("status\n%s", table)
+            else:
+                sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(banner) + "\n\n" + table + "\n")
+                sys.stdout.flush()
+            if deadline is not None and loop.time() >= deadline:
+                break
+        sidecar.stop()
+        await task
+        return 0
+    finally:
+        if sidecar is not None:
+            await sidecar.close()
+        for r in routers:
+            await asyncio.to_thread(r.stop)
+        await emulator.stop()
+        shutil.rmtree(tmp, ignore_errors=True) if not args.recording else None
+
+
+def _demo(args: argparse.Namespace) -> int:
+    return asyncio.run(run_demo(args))

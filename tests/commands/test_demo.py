@@ -1,0 +1,56 @@
+"""`slo-monitor demo` on the embedded recipe: comes up, serves, prints the incident hint, cleans up."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+from monitor.emulate import find_free_base_port, plan
+from monitor.recipes import default_config
+
+
+def test_demo_runs_the_embedded_default_and_stops_cleanly():
+    base = find_free_base_port(plan(default_config(), 0).port_count)
+    cmd = [sys.executable, "-m", "monitor", "demo", "--base-port", str(base), "--listen", "127.0.0.1:0",
+           "--interval", "1", "--duration", "25", "--no-table"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        url = None
+        deadline = time.time() + 60
+        while time.time() < deadline and url is None:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"sidecar: (http://127\.0\.0\.1:\d+)/metrics", line)
+            if m:
+                url = m.group(1)
+        assert url, "".join(lines)
+        for line in proc.stdout:
+            lines.append(line)
+            if "/control/incident" in line:
+                break
+        time.sleep(3)
+        metrics = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+        status = urllib.request.urlopen(url + "/api/v1/status", timeout=10).read().decode()
+        assert 'slo_monitor_target_up{deployment="kimi-k2.6-w4a8-8p-in3k5-out1k5-20ms"' in metrics
+        assert "kimi-k3-a5-tp32-dspark" in status
+        out, _ = proc.communicate(timeout=90)
+        lines.append(out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = "".join(lines)
+    assert proc.returncode == 0, text
+    assert "tpot_regression" in text and "emulated 12 deployments" in text
+    # Every listener is gone: the control port no longer answers.
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{base}/control/state", timeout=2)
+        raise AssertionError("emulator still listening after the demo ended")
+    except OSError:
+        pass
