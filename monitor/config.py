@@ -238,7 +238,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
     if data is None:
         data = {}
     if isinstance(data, dict) and "deployments" not in data and data.get("apiVersion", "").startswith("openslo"):
-        raise ConfigError(f"{source}: OpenSLO documents are read with `monitor.generate.openslo.load`")
+        raise ConfigError(f"{source}: OpenSLO documents are read with `monitor.generate.openslo.config_from_openslo`")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping with `deployments:` at the top, got {type(data).__name__}")
     try:

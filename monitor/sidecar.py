@@ -8,6 +8,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -20,6 +21,7 @@ from monitor.export.prometheus import SidecarCollector
 from monitor.export.status_model import StatusResponse, deployment_status, sidecar_status
 from monitor.record.store import Recording
 from monitor.record.summary import state_row
+from monitor.requestlog import RequestLogReader, state_path_for
 from monitor.scrape.loop import Scraper
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,8 @@ class Sidecar:
         self.started_at = clock()
         self.scraper = Scraper(config, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(SidecarCollector(self.status, self._accelerator_families))
+        self.request_logs = RequestLogReader(config, state_path_for(config.sidecar.recording_path), clock=clock)
+        self.registry.register(SidecarCollector(self.status, self._extra_families))
         self.runner: web.AppRunner | None = None
         self.port: int | None = None
         self._stop = asyncio.Event()
@@ -93,12 +96,31 @@ class Sidecar:
                               self.scraper.cycles, self.scraper.last_cycle_seconds)
         return StatusResponse(sidecar=side, deployments=deps)
 
-    def _accelerator_families(self) -> Iterator[Metric]:
-        if not self.scraper.telemetry:
-            return iter(())
-        from monitor.telemetry.export import telemetry_families
+    def _extra_families(self, status: StatusResponse) -> Iterator[Metric]:
+        if self.scraper.telemetry:
+            from monitor.telemetry.export import telemetry_families
 
-        return iter(telemetry_families(self._readings_by_deployment()))
+            yield from telemetry_families(self._readings_by_deployment())
+        if self.request_logs:
+            yield from self.request_logs.families(status)
+
+    def poll_request_logs(self, now: float) -> None:
+        """Tail SGLang's per-request logs; a missing directory marks the target down."""
+        if not self.request_logs:
+            return
+        self.request_logs.poll(now)
+        for tl in self.request_logs.targets:
+            st = self.scraper.statuses[(tl.deployment, tl.target.id)]
+            if tl.target.path and Path(tl.target.path).is_dir():
+                st.record_success(now, 0.0, tl.lines, 0, "request-log")
+                st.last_error = tl.last_error  # malformed lines are skipped, not fatal
+            else:
+                st.record_failure(now, f"request-log directory {tl.target.path} does not exist "
+                                  "(is SGLang launched with --export-metrics-to-file-dir?)", 0.0)
+
+    def _on_cycle(self, now: float) -> None:
+        self.poll_request_logs(now)
+        self.record(now)
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
         app = build_app(self.registry, self.status, api_token=self.config.sidecar.api_bearer_token)
@@ -117,9 +139,10 @@ class Sidecar:
 
             async with aiohttp.ClientSession() as session:
                 now = await self.scraper.cycle(session)
+            self.poll_request_logs(now)
             self.record(now, force=True)
             return
-        await self.scraper.run(self._stop, on_cycle=self.record)
+        await self.scraper.run(self._stop, on_cycle=self._on_cycle)
 
     def stop(self) -> None:
         self._stop.set()

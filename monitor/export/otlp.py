@@ -89,7 +89,14 @@ class OtlpHandle:
 
     # --- snapshot ---------------------------------------------------------------------------
     def _points(self) -> list[OtlpPoint]:
-        return points_from_status(self._status(), self._extra() if self._extra is not None else ())
+        status = self._status()
+        extra: list[Metric] = []
+        if self._extra is not None:
+            try:
+                extra = list(self._extra())
+            except Exception:  # accelerator families are optional: keep exporting the SLO series
+                log.exception("OTLP: accelerator families failed; exporting the SLO series only")
+        return points_from_status(status, extra)
 
     def _read(self) -> list[OtlpPoint]:
         loop = self._loop

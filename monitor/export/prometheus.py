@@ -102,11 +102,12 @@ class SidecarCollector(Collector):
     """Reads a fresh StatusResponse (and extra families, e.g. accelerators) on every scrape."""
 
     def __init__(self, status: Callable[[], StatusResponse],
-                 extra: Callable[[], Iterable[Metric]] | None = None) -> None:
+                 extra: Callable[[StatusResponse], Iterable[Metric]] | None = None) -> None:
         self._status = status
         self._extra = extra
 
     def collect(self) -> Iterator[Metric]:
-        yield from families_from_status(self._status())
+        status = self._status()  # one consistent view for every family of this scrape
+        yield from families_from_status(status)
         if self._extra is not None:
-            yield from self._extra()
+            yield from self._extra(status)

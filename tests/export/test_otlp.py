@@ -235,3 +235,28 @@ def test_sidecar_hook_exports_to_the_configured_endpoint():
     assert info["points"] == {(("cards", ""), ("deployment", "idle"), ("hardware", "unknown"), ("mode", "pd-mixed"),
                                ("model", "unknown")): 1.0}
     assert info["unit"] == "" and info["kind"] == "gauge"
+
+
+def test_a_failing_extra_source_does_not_stop_the_slo_series():
+    async def go():
+        bodies: list[bytes] = []
+
+        async def receive(request: web.Request) -> web.Response:
+            bodies.append(await request.read())
+            return web.Response(body=b"", content_type="application/x-protobuf")
+
+        def broken():
+            raise ImportError("no accelerator families")
+
+        receiver, base = await _serve({"/v1/metrics": receive})
+        sc = Sidecar(parse_config({"deployments": [{"name": "idle", "tpot_target_seconds": 0.05}]}))
+        handle = start_otlp(sc.status, f"{base}/v1/metrics", 3600, extra=broken, loop=asyncio.get_running_loop(),
+                            timeout_seconds=5)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, handle.force_flush)
+        finally:
+            await handle.aclose()
+            await receiver.cleanup()
+        return bodies
+
+    assert "slo_monitor_deployment_info" in _decode(asyncio.run(go()))

@@ -1,0 +1,221 @@
+"""OpenSLO v1 interop: our deployments as `kind: SLO` documents, and OpenSLO files read back as a Config.
+
+One file per deployment (`openslo/<deployment>.yaml`), one document per SLI. The indicator is a
+`ratioMetric` over SGLang's histogram counters (`counter: true`: the OpenSLO tool takes the
+rates): good = `_bucket{le="<target>"}` with the exact `le` string prometheus_client writes,
+total = `_count`. What OpenSLO has no field for (targets, model, hardware, mode, buckets, the exact
+target of an interpolated SLI) rides in `slo-monitor.io/*` annotations so a round trip loses
+nothing; a foreign OpenSLO file without them still yields deployments (no targets, defaults).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
+
+from monitor.config import Config, ConfigError, Deployment, format_validation_error
+from monitor.conventions import SLI_FAMILIES, format_le, parse_duration
+from monitor.escaping import yaml_text
+from monitor.generate.options import format_number
+from monitor.generate.plan import SLI_LONG, SLI_TITLES, engine_selector, resolve_sli
+from monitor.generate.promql import selector
+
+API_VERSION = "openslo/v1"
+ANN = "slo-monitor.io/"
+A_TARGET = ANN + "target-seconds"
+A_DEPLOYMENT = ANN + "deployment"  # JSON: the deployment's non-SLO fields (model, targets, ...)
+# Deployment fields carried in the A_DEPLOYMENT annotation (everything but the SLO numbers).
+CARRIED = ("model", "hardware", "cards", "mode", "dataset", "input_tokens", "output_tokens", "prefix_cache_hit",
+           "image_inputs", "quantization", "approximate", "buckets", "baseline", "targets", "launch",
+           "warnings", "labels")
+_LE_RE = re.compile(r'\ble\s*=\s*"([^"]*)"')
+_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def object_name(*parts: str) -> str:
+    """An RFC 1123 label (OpenSLO `metadata.name`): lowercase alphanumerics and '-', <= 63 chars."""
+    name = _DNS.sub("-", "-".join(parts).lower()).strip("-")
+    return name[:63].rstrip("-") or "slo"
+
+
+def _carried(dep: Deployment) -> dict[str, Any]:
+    data = dep.model_dump(mode="json", exclude_defaults=True, include=set(CARRIED))
+    if "targets" in data:
+        # Never write a bearer token into a file meant to be shared.
+        data["targets"] = [t.model_dump(mode="json", exclude_none=True, exclude={"bearer_token"})
+                           for t in dep.targets]
+    return data
+
+
+def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
+    plan = resolve_sli(dep, sli, approximate=True)
+    eq = {"deployment": dep.name}
+    regex = engine_selector(dep)
+    # An interpolated target has no bucket of its own: count the edge below it (conservative).
+    good_le = plan.le if not plan.approximate or plan.lower > 0 else format_le(plan.upper)
+    good = selector(plan.family + "_bucket", {**eq, "le": good_le}, regex)
+    total = selector(plan.family + "_count", eq, regex)
+    pct = format_number(round(dep.objective * 100, 6))
+    annotations = {A_TARGET: format_number(plan.target), A_DEPLOYMENT: json.dumps(_carried(dep), sort_keys=True)}
+    if plan.approximate:
+        annotations[ANN + "approximation"] = plan.approximation_note()
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "SLO",
+        "metadata": {
+            "name": object_name(dep.name, sli),
+            "displayName": f"{dep.name} {SLI_TITLES[sli]}",
+            "labels": {"deployment": dep.name, "sli": sli},
+            "annotations": annotations,
+        },
+        "spec": {
+            "description": f"{pct}% of requests of {dep.name} ({dep.model} on {dep.hardware}) with "
+                           f"{SLI_LONG[sli]} <= {format_number(plan.target)}s over {dep.period}",
+            "service": dep.name,
+            "indicator": {
+                "metadata": {"name": object_name(dep.name, sli, "sli")},
+                "spec": {"ratioMetric": {
+                    "counter": True,
+                    "good": {"metricSource": {"type": "Prometheus", "spec": {"query": good}}},
+                    "total": {"metricSource": {"type": "Prometheus", "spec": {"query": total}}},
+                }},
+            },
+            "timeWindow": [{"duration": dep.period, "isRolling": True}],
+            "budgetingMethod": "Occurrences",
+            "objectives": [{"displayName": f"{SLI_TITLES[sli]} <= {format_number(plan.target)}s",
+                            "target": dep.objective}],
+        },
+    }
+
+
+def render_openslo(config: Config) -> dict[str, str]:
+    """Relative path -> YAML text; deployments without SLI targets get no file."""
+    files: dict[str, str] = {}
+    for dep in config.deployments:
+        docs = [slo_document(dep, sli) for sli in dep.slis]
+        if docs:
+            files[f"openslo/{dep.name}.yaml"] = "---\n".join(yaml_text(d) for d in docs)
+    return files
+
+
+# --- reading --------------------------------------------------------------------------------------
+def _err(source: str, i: int, doc: Any, msg: str) -> ConfigError:
+    name = doc.get("metadata", {}).get("name") if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) else None
+    return ConfigError(f"{source}: document {i + 1}{f' ({name})' if name else ''}: {msg}")
+
+
+def _sli_of(query: str) -> str | None:
+    for sli, family in SLI_FAMILIES.items():
+        base = family.split(":", 1)[1]
+        if re.search(r"sglang[:_]" + re.escape(base) + r"_bucket\b", query):
+            return sli
+    return None
+
+
+def _query(ratio: dict[str, Any], key: str) -> str:
+    node = ratio.get(key) or {}
+    src = node.get("metricSource", node) if isinstance(node, dict) else {}
+    spec = src.get("spec", {}) if isinstance(src, dict) else {}
+    q = spec.get("query") if isinstance(spec, dict) else None
+    if not isinstance(q, str):
+        raise ValueError(f"indicator.spec.ratioMetric.{key}.metricSource.spec.query is missing")
+    return q
+
+
+def _objective(spec: dict[str, Any]) -> float:
+    objs = spec.get("objectives")
+    if not isinstance(objs, list) or not objs or not isinstance(objs[0], dict):
+        raise ValueError("spec.objectives must list at least one objective")
+    o = objs[0]
+    if "target" in o:
+        return float(o["target"])
+    if "targetPercent" in o:
+        return float(o["targetPercent"]) / 100.0
+    raise ValueError("spec.objectives[0] needs `target` (0..1) or `targetPercent`")
+
+
+def _period(spec: dict[str, Any]) -> str | None:
+    tw = spec.get("timeWindow")
+    if isinstance(tw, list) and tw and isinstance(tw[0], dict) and tw[0].get("duration"):
+        d = str(tw[0]["duration"])
+        parse_duration(d)
+        return d
+    return None
+
+
+def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
+    """A Config from OpenSLO v1 documents (`kind: SLO`, indicators inline or by `indicatorRef`)."""
+    docs = list(docs)
+    indicators: dict[str, dict[str, Any]] = {}
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict) or not str(doc.get("apiVersion", "")).startswith("openslo"):
+            raise _err(source, i, doc, "not an OpenSLO document (expected `apiVersion: openslo/v1`); a "
+                                       "slo-monitor config is a single YAML document with `deployments:`")
+        if doc.get("kind") == "SLI":
+            indicators[str((doc.get("metadata") or {}).get("name"))] = doc
+    deps: dict[str, dict[str, Any]] = {}
+    objectives: dict[str, set[float]] = {}
+    for i, doc in enumerate(docs):
+        if doc.get("kind") != "SLO":
+            continue  # Service, AlertPolicy, ... carry nothing the sidecar needs
+        meta = doc.get("metadata") or {}
+        spec = doc.get("spec") or {}
+        labels = meta.get("labels") or {}
+        ann = meta.get("annotations") or {}
+        try:
+            indicator = spec.get("indicator")
+            if indicator is None and spec.get("indicatorRef"):
+                ref = str(spec["indicatorRef"])
+                if ref not in indicators:
+                    raise ValueError(f"indicatorRef {ref!r} names no `kind: SLI` document in the file")
+                indicator = indicators[ref]
+            ratio = ((indicator or {}).get("spec") or {}).get("ratioMetric")
+            if not isinstance(ratio, dict):
+                raise ValueError("only `indicator.spec.ratioMetric` (good/total over SGLang buckets) is supported")
+            good = _query(ratio, "good")
+            _query(ratio, "total")
+            sli = labels.get("sli") if labels.get("sli") in SLI_FAMILIES else _sli_of(good)
+            if sli is None:
+                raise ValueError(f"cannot tell the SLI: label `sli` is missing and the good query names no "
+                                 f"SGLang latency histogram bucket: {good!r}")
+            if A_TARGET in ann:
+                target = float(ann[A_TARGET])
+            else:
+                m = _LE_RE.search(good)
+                if not m or m.group(1) in ("", "+Inf"):
+                    raise ValueError(f"the good query has no finite `le` threshold: {good!r}")
+                target = float(m.group(1))
+            objective = _objective(spec)
+            period = _period(spec)
+        except (ValueError, TypeError) as err:
+            raise _err(source, i, doc, str(err)) from None
+        name = str(labels.get("deployment") or spec.get("service") or meta.get("name"))
+        dep = deps.get(name)
+        if dep is None:
+            dep = {"name": name}
+            if A_DEPLOYMENT in ann:
+                try:
+                    dep.update(json.loads(ann[A_DEPLOYMENT]))
+                except (ValueError, TypeError) as err:
+                    raise _err(source, i, doc, f"annotation {A_DEPLOYMENT} is not JSON: {err}") from None
+            deps[name] = dep
+        dep[f"{sli}_target_seconds"] = target
+        objectives.setdefault(name, set()).add(objective)
+        if period:
+            dep["period"] = period
+    for name, dep in deps.items():
+        objs = objectives[name]
+        # One objective per deployment here: keep the strictest, and say so when they differed.
+        dep["objective"] = max(objs)
+        if len(objs) > 1:
+            dep.setdefault("warnings", []).append(
+                f"{source}: SLOs of {name} had objectives {sorted(objs)}; using the strictest, {max(objs)}")
+    data = {"deployments": list(deps.values())}
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, source, data)) from None

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
+
+from monitor.config import Config
+from monitor.conventions import SIDECAR_WINDOWS
+from monitor.emulate.engine import EmulatedDeployment
+from monitor.emulate.request_log import read_records
+from monitor.export.status_model import (
+    DeploymentStatus,
+    SliStatus,
+    StatusResponse,
+    WindowStatus,
+    sidecar_status,
+)
+from monitor.requestlog.reader import RequestLogReader, state_path_for
+from tests.requestlog.conftest import append, config_for, hour_start, line, name_for, rec
+
+PROMTOOL = "/usr/bin/promtool"
+
+
+def truth(records: list[dict], now: float, ttft: float, tpot: float) -> dict[str, tuple[int, int]]:
+    """(good, total) per window, computed straight from the raw JSON (bench_serving's rule)."""
+    out = {}
+    for w, secs in SIDECAR_WINDOWS.items():
+        good = total = 0
+        for r in records:
+            if not now - secs < r["request_finished_ts"] <= now:
+                continue
+            total += 1
+            if r["finish_reason"]["type"] not in ("stop", "length"):
+                continue
+            n = r["completion_tokens"]
+            t = 0.0 if n <= 1 else (r["e2e_latency"] - r["first_token_latency"]) / (n - 1)
+            good += r["first_token_latency"] <= ttft and t <= tpot
+        out[w] = (good, total)
+    return out
+
+
+def emulated(tmp_path: Path, ttft: float, tpot: float) -> tuple[EmulatedDeployment, Config, float]:
+    base = config_for(tmp_path, ttft_target_seconds=ttft, tpot_target_seconds=tpot)
+    dep = base.deployments[0].model_copy(update={"targets": []})
+    dep = dep.model_validate({**dep.model_dump(), "targets": [{"role": "server", "url": "http://127.0.0.1:1/m"}]})
+    wall = hour_start("20250102_03") + 3600 - 150  # the run crosses the hour: two files
+    emu = EmulatedDeployment(dep, seed=7, wall_start=wall, request_log_dir=tmp_path / "emu")
+    log_dir = tmp_path / "emu" / emu.servers[0].spec.name
+    cfg = config_for(log_dir, ttft_target_seconds=ttft, tpot_target_seconds=tpot)
+    return emu, cfg, wall
+
+
+def test_goodput_equals_ground_truth_across_hour_rollover(tmp_path: Path):
+    emu, cfg, wall = emulated(tmp_path, ttft=0.8, tpot=0.03)
+    reader = RequestLogReader(cfg)
+    for _ in range(8):  # polls interleaved with writes, across the hour boundary
+        emu.advance(50)
+        reader.poll(wall + emu.now)
+    now = wall + emu.now
+    records = read_records(tmp_path / "emu")
+    assert len({Path(p).name for p in (tmp_path / "emu").rglob("*.log")}) == 2
+    expected = truth(records, now, 0.8, 0.03)
+    got = reader.summaries["dep"]
+    for w, (good, total) in expected.items():
+        assert (got[w].good, got[w].requests) == (good, total), w
+    assert 0 < got["30m"].good < got["30m"].requests == len(records)
+    assert reader.counts()[0].lines == len(records) and reader.counts()[0].errors == 0
+
+
+def test_restart_with_saved_offsets_does_not_recount(tmp_path: Path):
+    emu, cfg, wall = emulated(tmp_path, ttft=0.8, tpot=0.03)
+    state = tmp_path / "offsets.json"
+    first = RequestLogReader(cfg, state)
+    emu.advance(120)
+    first.poll(wall + emu.now)
+    before = first.counts()[0].lines
+    emu.advance(120)  # written while the sidecar is down
+    second = RequestLogReader(cfg, state)
+    second.poll(wall + emu.now)
+    records = read_records(tmp_path / "emu")
+    assert 0 < before < len(records)
+    assert second.counts()[0].lines == len(records)  # old lines not counted twice
+    expected = truth(records, wall + emu.now, 0.8, 0.03)
+    assert {w: (s.good, s.requests) for w, s in second.summaries["dep"].items()} == expected
+
+
+def test_malformed_lines_are_counted_named_and_skipped(log_dir: Path, caplog):
+    f = log_dir / name_for("20250102_03")
+    append(f, line(rec("1", 100.0)) + "{broken\n" + line(rec("2", 101.0, ttft=5.0)))
+    reader = RequestLogReader(config_for(log_dir))
+    reader.poll(200.0)
+    t = reader.targets[0]
+    assert (t.lines, t.errors) == (3, 1)
+    assert t.last_error.startswith(f"{log_dir}/{f.name}:2: not JSON")
+    assert f"{f.name}:2" in caplog.text
+    w = reader.summaries["dep"]["5m"]
+    assert (w.requests, w.good, w.missed["ttft"]) == (2, 1, 1)
+
+
+def status_with(ratio: float) -> StatusResponse:
+    win = WindowStatus(window="5m", seconds=300, covered_seconds=300, events=4, good_ratio=ratio,
+                       good_ratio_lower=None, good_ratio_upper=None, burn_rate=0.0, p50_seconds=None,
+                       p90_seconds=None, p99_seconds=None, mean_seconds=None)
+    sli = SliStatus(sli="ttft", target_seconds=1.0, objective=0.99, target_is_bucket_edge=True, fix_flag=None,
+                    error_budget_remaining=None, budget_covered_seconds=0, breaching=False, windows=[win])
+    dep = DeploymentStatus(name="dep", model="m", hardware="h", cards=None, mode="pd-mixed", slis=[sli], load={},
+                           rates={}, targets=[], warnings=[])
+    return StatusResponse(sidecar=sidecar_status(0, 0, 5, 0, 0), deployments=[dep])
+
+
+class _Families(Collector):
+    def __init__(self, fams):
+        self.fams = fams
+
+    def collect(self):
+        yield from self.fams
+
+
+def test_families_pass_promtool_and_export_disagreement(log_dir: Path, tmp_path: Path):
+    f = log_dir / name_for("20250102_03")
+    lines = [rec(str(i), 100.0 + i, ttft=0.5 if i % 4 else 3.0, e2e=2.0) for i in range(8)]
+    lines.append(rec("x", 109.0, finish="abort", ttft=None))
+    append(f, "".join(line(r) for r in lines))
+    reader = RequestLogReader(config_for(log_dir))
+    reader.poll(200.0)
+    fams = reader.families(status_with(0.5))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_Families(fams))
+    text = generate_latest(reg).decode()
+    samples = {s.name + json.dumps(s.labels, sort_keys=True): s.value for fam in fams for s in fam.samples}
+    # TTFT over the histogram's population (aborts excluded): 6 of 8 met.
+    key = 'slo_monitor_request_log_sli_good_ratio{"deployment": "dep", "sli": "ttft", "window": "5m"}'
+    assert samples[key] == pytest.approx(0.75)
+    assert samples[key.replace("request_log_sli_good", "sli_source_disagreement")] == pytest.approx(0.25)
+    assert samples['slo_monitor_goodput_ratio{"deployment": "dep", "window": "5m"}'] == pytest.approx(6 / 9)
+    assert samples['slo_monitor_requests_missed{"deployment": "dep", "missed": "failed", "window": "5m"}'] == 1
+    assert samples['slo_monitor_request_log_lines_total{"deployment": "dep", "target": "log"}'] == 9
+    if not Path(PROMTOOL).exists():
+        pytest.skip("promtool not installed")
+    res = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_no_request_log_targets_means_no_families(tmp_path: Path):
+    cfg = Config.model_validate({"deployments": [{"name": "d", "targets": [{"role": "server", "url": "http://x:1/m"}]}]})
+    reader = RequestLogReader(cfg, state_path_for(str(tmp_path / "rec.sqlite")))
+    assert not reader and reader.poll(0.0) == 0 and reader.families() == []

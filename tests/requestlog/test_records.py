@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from monitor.requestlog.records import RecordError, evaluate, parse_line, parse_record, request_tpot
+from tests.requestlog.conftest import rec
+
+
+def test_tpot_is_bench_serving_formula_excluding_first_token():
+    r = parse_record(rec("a", 100.0, ttft=0.5, e2e=2.5, tokens=41))
+    assert r.tpot == pytest.approx(2.0 / 40)
+    assert r.ttft == 0.5 and r.e2e == 2.5 and r.finished_ts == 100.0 and r.success
+
+
+def test_tpot_is_zero_for_one_token_and_met():
+    r = parse_record(rec("a", 100.0, ttft=0.5, e2e=0.5, tokens=1))
+    assert r.tpot == 0.0
+    assert evaluate(r, {"ttft": 1.0, "tpot": 0.001}).good
+
+
+def test_decode_throughput_only_as_fallback():
+    assert request_tpot(None, 0.5, 11, 20.0) == pytest.approx(0.05)
+    assert request_tpot(2.5, 0.5, 11, 1.0) == pytest.approx(0.2)  # formula wins over throughput
+
+
+def test_abort_is_failed_and_not_judged_on_latency():
+    v = evaluate(parse_record(rec("a", 1.0, finish="abort", ttft=None)), {"ttft": 1.0})
+    assert not v.good and v.missed == {"failed"}
+    assert v.sli_good["ttft"] is None  # SGLang's TTFT histogram skips aborts
+
+
+def test_request_missing_several_slos():
+    v = evaluate(parse_record(rec("a", 1.0, ttft=3.0, e2e=10.0, tokens=11)), {"ttft": 1.0, "tpot": 0.1, "e2e": 5})
+    assert v.missed == {"ttft", "tpot", "e2e"} and not v.good
+
+
+def test_finish_time_falls_back_to_received_plus_e2e():
+    obj = rec("a", 50.0, e2e=2.0)
+    del obj["request_finished_ts"], obj["response_sent_to_client_ts"]
+    assert parse_record(obj).finished_ts == 50.0
+
+
+@pytest.mark.parametrize("text, what", [
+    ("{not json", "not JSON"),
+    ("[1, 2]", "JSON object"),
+    (json.dumps({"e2e_latency": 1.0}), "no finish time"),
+    (json.dumps({**rec("a", 1.0), "e2e_latency": "slow"}), "e2e_latency"),
+])
+def test_malformed_lines_say_why(text, what):
+    with pytest.raises(RecordError, match=what):
+        parse_line(text)
