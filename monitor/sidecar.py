@@ -17,6 +17,7 @@ from prometheus_client.core import Metric
 from monitor.config import Config
 from monitor.conventions import parse_duration
 from monitor.export.http_server import build_app
+from monitor.export.otlp import start_otlp_for_sidecar
 from monitor.export.prometheus import SidecarCollector
 from monitor.export.status_model import StatusResponse, deployment_status, sidecar_status
 from monitor.record.store import Recording
@@ -161,6 +162,7 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
     """Run until SIGINT/SIGTERM."""
     sidecar = Sidecar(config)
     bound = await sidecar.start_http(host, port)
+    otlp = start_otlp_for_sidecar(sidecar)  # None unless sidecar.otlp_endpoint is set
     log.info("serving /metrics, /healthz and /api/v1/status on http://%s:%d",
              host or config.sidecar.listen_host, bound)
     loop = asyncio.get_running_loop()
@@ -170,4 +172,6 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
     try:
         await sidecar.run()
     finally:
+        if otlp is not None:
+            await otlp.aclose()
         await sidecar.close()

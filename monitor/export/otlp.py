@@ -180,7 +180,7 @@ def start_otlp_for_sidecar(sidecar: Sidecar) -> OtlpHandle | None:
     if not settings.otlp_endpoint:
         return None
     handle = start_otlp(sidecar.status, settings.otlp_endpoint, settings.otlp_interval_seconds,
-                        extra=getattr(sidecar, "_accelerator_families", None), loop=asyncio.get_running_loop(),
+                        extra=lambda: sidecar._extra_families(sidecar.status()), loop=asyncio.get_running_loop(),
                         timeout_seconds=min(DEFAULT_TIMEOUT_SECONDS, settings.otlp_interval_seconds))
     log.info("exporting SLO series over OTLP/HTTP to %s every %gs", settings.otlp_endpoint,
              settings.otlp_interval_seconds)

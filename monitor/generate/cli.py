@@ -1,0 +1,62 @@
+"""`slo-monitor generate`: rules, promtool tests, Prometheus/Alertmanager config, Kubernetes, dashboards."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from monitor.config import load_config
+from monitor.generate.build import generate
+from monitor.generate.options import Options, webhook_defaults
+from monitor.generate.writer import check, write
+
+DEFAULT_CONFIG = "examples/kimi-k2.6-ascend.yaml"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("generate", help="write alerts/, dashboards/ and deploy/kubernetes/ from a config",
+                              description=__doc__)
+    p.add_argument("-c", "--config", default=DEFAULT_CONFIG, help=f"deployment config (default {DEFAULT_CONFIG})")
+    p.add_argument("--out", default=".", help="directory to write into (default: current directory)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 listing every file that differs from the generated one")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="N",
+                   help="divide every window, `for`, scrape/eval interval and Alertmanager timer by N "
+                        "(end-to-end tests; record names keep the nominal window)")
+    p.add_argument("--approximate", action="store_true",
+                   help="allow SLI targets that are not bucket edges (interpolated, marked in annotations)")
+    page, ticket = webhook_defaults()
+    p.add_argument("--page-webhook-url", default=page, help="Alertmanager page receiver (env SLO_MONITOR_PAGE_WEBHOOK_URL)")
+    p.add_argument("--ticket-webhook-url", default=ticket,
+                   help="Alertmanager ticket receiver (env SLO_MONITOR_TICKET_WEBHOOK_URL)")
+    p.add_argument("--alertmanager", default="127.0.0.1:9093", help="host:port Prometheus sends alerts to")
+    p.add_argument("--namespace", default="monitoring", help="namespace of the Kubernetes manifests")
+    p.set_defaults(func=run)
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    return Options(time_scale=args.time_scale, approximate=args.approximate, page_webhook_url=args.page_webhook_url,
+                   ticket_webhook_url=args.ticket_webhook_url, alertmanager=args.alertmanager,
+                   namespace=args.namespace, config_name=Path(args.config).as_posix())
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    files = generate(config, options_from(args))
+    out = Path(args.out)
+    if args.check:
+        problems = check(files, out)
+        for line in problems:
+            print(line, file=sys.stderr)
+        if problems:
+            print(f"slo-monitor generate --check: {len(problems)} file(s) out of date; run `slo-monitor generate "
+                  f"-c {args.config}`", file=sys.stderr)
+            return 1
+        print(f"slo-monitor generate --check: {len(files)} files up to date")
+        return 0
+    changed = write(files, out)
+    print(f"slo-monitor generate: {len(files)} files, {len(changed)} written/removed under {out}")
+    for rel in changed:
+        print(f"  {rel}")
+    return 0

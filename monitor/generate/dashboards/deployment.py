@@ -1,0 +1,144 @@
+"""Per-deployment dashboard (templated by `deployment`): latency vs target, SLO, load, cache, PD, router."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.config import Config
+from monitor.conventions import GAUGES, KV_TRANSFER_LATENCY, QUANTILES, RULE_WINDOWS, SLI_FAMILIES
+from monitor.generate import names
+from monitor.generate.dashboards.common import RATE, dashboard, heatmap, query_var, stat, timeseries
+from monitor.generate.plan import SLI_LONG, SLI_TITLES
+
+D = 'deployment="$deployment"'
+ENGINE = f'{D},role=~"server|prefill|decode"'
+
+
+def per_dp(metric: str) -> str:
+    # Sum over dp_rank, never over tp_rank (every TP rank of an attention group repeats the value);
+    # priority="" keeps the total when priority scheduling adds a breakdown.
+    return f'sum by (role, dp_rank) (max by (role, instance, dp_rank) ({metric}{{{ENGINE},priority=""}}))'
+
+
+def latency_panels(sli: str) -> list[tuple[Any, int, int]]:
+    family, title = SLI_FAMILIES[sli], SLI_TITLES[sli]
+    buckets = f"sum by (le) (rate({family}_bucket{{{ENGINE}}}[{RATE}]))"
+    queries = [(f"histogram_quantile({q}, {buckets})", f"p{round(q * 100):d}") for q in QUANTILES]
+    queries.append((f"sum(rate({family}_sum{{{ENGINE}}}[{RATE}])) / sum(rate({family}_count{{{ENGINE}}}[{RATE}]))",
+                    "mean"))
+    queries.append((f'{names.TARGET}{{{D},sli="{sli}"}}', "target"))
+    target_style = [{"matcher": {"id": "byName", "options": "target"},
+                     "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
+                                    {"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}]}]
+    pct = timeseries(f"{title} percentiles vs target", f"{SLI_LONG[sli].capitalize()}: p50/p90/p99 from "
+                     "histogram_quantile over SGLang's buckets summed by le (interpolated inside a bucket, display "
+                     "only), the mean from _sum/_count, and the SLO target (red dashed).", queries, unit="s",
+                     overrides=target_style)
+    heat = heatmap(f"{title} distribution (target ${{{sli}_target}} s)",
+                   f"Per-bucket rate of {family}; the title shows the SLO target of the selected deployment "
+                   f"(from {names.TARGET}); buckets above it are bad events.",
+                   f"sum by (le) (rate({family}_bucket{{{ENGINE}}}[{RATE}]))")
+    return [(pct, 12, 8), (heat, 12, 8)]
+
+
+def slo_panels() -> list[tuple[Any, int, int]]:
+    sel = f"{{{D}}}"
+    good = timeseries("SLI: share of good events", "1 - error ratio over 5m and 1h per SLI, with the objective.",
+                      [(f"1 - {names.sli_error('5m')}{sel}", "5m {{sli}}"),
+                       (f"1 - {names.sli_error('1h')}{sel}", "1h {{sli}}"),
+                       (f"{names.OBJECTIVE}{sel}", "objective {{sli}}")], unit="percentunit")
+    burns = timeseries("Burn rates (all windows)", "Error ratio / error budget for each window; page thresholds "
+                       "14.4 (1h & 5m) and 6 (6h & 30m), ticket 3 (1d & 2h) and 1 (3d & 6h).",
+                       [(f"{names.burn_rate(w)}{sel}", f"{w} {{{{sli}}}}") for w in RULE_WINDOWS],
+                       thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
+                                   {"color": "red", "value": 14.4}])
+    budget = stat("Error budget left", "Budget remaining over the SLO period, per SLI.",
+                  [(f"{names.BUDGET_REMAINING}{sel}", "{{sli}}")], unit="percentunit",
+                  thresholds=[{"color": "red", "value": None}, {"color": "orange", "value": 0.25},
+                              {"color": "green", "value": 0.5}])
+    events = timeseries("SLI events per second", "Good and total events per second (5m) feeding the SLI.",
+                        [(f"{names.sli_total('5m')}{sel}", "total {{sli}}"),
+                         (f"{names.sli_good('5m')}{sel}", "good {{sli}}")], unit="reqps")
+    return [(good, 12, 8), (burns, 12, 8), (budget, 6, 8), (events, 18, 8)]
+
+
+def load_panels() -> list[tuple[Any, int, int]]:
+    g = GAUGES
+    return [
+        (timeseries("Running and queued requests", "Per role and DP rank (max over TP ranks, priority=\"\").",
+                    [(per_dp(g["num_running_reqs"]), "running {{role}} dp{{dp_rank}}"),
+                     (per_dp(g["num_queue_reqs"]), "queued {{role}} dp{{dp_rank}}")]), 12, 8),
+        (timeseries("KV-cache token usage", "Pool usage ratio per scheduler (max, never summed).",
+                    [(f"max by (role, instance, dp_rank) ({g['token_usage']}{{{ENGINE}}})",
+                      "{{role}} {{instance}} dp{{dp_rank}}")], unit="percentunit",
+                    thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 0.95}]), 12, 8),
+        (timeseries("Prefix cache hit rate", "Last prefill batch's hit rate per scheduler, and the windowed rate "
+                    "from cached tokens over prompt tokens.",
+                    [(f"max by (role, instance) ({g['cache_hit_rate']}{{{ENGINE}}})", "batch {{role}} {{instance}}"),
+                     (f"sum(rate(sglang:cached_tokens_total{{{ENGINE}}}[{RATE}])) / "
+                      f"sum(rate(sglang:prompt_tokens_total{{{ENGINE}}}[{RATE}]))", "windowed")],
+                    unit="percentunit"), 12, 8),
+        (timeseries("Throughput", "Generated tokens/s (scheduler gauge summed over DP ranks) and token counters.",
+                    [(per_dp(g["gen_throughput"]), "gen {{role}} dp{{dp_rank}}"),
+                     (f"sum(rate(sglang:generation_tokens_total{{{ENGINE}}}[{RATE}]))", "output tokens/s"),
+                     (f"sum(rate(sglang:prompt_tokens_total{{{ENGINE}}}[{RATE}]))", "prompt tokens/s"),
+                     (f"sum(rate(sglang:num_requests_total{{{ENGINE}}}[{RATE}]))", "requests/s")]), 12, 8),
+        (timeseries("Speculative decoding accept length", "Accepted tokens per verify step (max per scheduler).",
+                    [(f"max by (role, instance, dp_rank) ({g['spec_accept_length']}{{{ENGINE}}})",
+                      "{{role}} {{instance}} dp{{dp_rank}}")]), 12, 8),
+        (timeseries("Aborted and retracted requests", "Requests aborted (client disconnects, errors) and "
+                    "retracted (KV pressure) per second.",
+                    [(f"sum(rate(sglang:num_aborted_requests_total{{{ENGINE}}}[{RATE}]))", "aborted"),
+                     (f"sum(rate(sglang:num_retracted_requests_total{{{ENGINE}}}[{RATE}]))", "retracted")],
+                    unit="reqps"), 12, 8),
+    ]
+
+
+def pd_panels() -> list[tuple[Any, int, int]]:
+    g = GAUGES
+    queues = [(per_dp(g[k]), f"{k.removeprefix('num_').removesuffix('_reqs')} {{{{role}}}} dp{{{{dp_rank}}}}")
+              for k in ("num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs",
+                        "num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs")]
+    return [
+        (timeseries("PD queues", "Prefill bootstrap/inflight and decode prealloc/transfer queues (PD only).",
+                    queues), 12, 8),
+        (timeseries("KV transfer latency and failures", "p99 KV transfer latency (ms) and failed "
+                    "transfers/bootstraps per second.",
+                    [(f"histogram_quantile(0.99, sum by (le) (rate({KV_TRANSFER_LATENCY}_bucket{{{D}}}[{RATE}])))",
+                      "p99 transfer ms"),
+                     (f"sum(rate(sglang:num_transfer_failed_reqs_total{{{D}}}[{RATE}]))", "transfer failed/s"),
+                     (f"sum(rate(sglang:num_bootstrap_failed_reqs_total{{{D}}}[{RATE}]))", "bootstrap failed/s")]),
+         12, 8),
+    ]
+
+
+def router_panels() -> list[tuple[Any, int, int]]:
+    r = f'{D},role="router"'
+    return [
+        (timeseries("Router requests", "Requests per second by endpoint.",
+                    [(f"sum by (endpoint) (rate(smg_router_requests_total{{{r}}}[{RATE}]))", "{{endpoint}}")],
+                    unit="reqps"), 8, 8),
+        (timeseries("Router request duration", "p50/p99 time to response headers (for streams this is not the "
+                    "full stream).",
+                    [(f"histogram_quantile({q}, sum by (le) (rate(smg_router_request_duration_seconds_bucket"
+                      f"{{{r}}}[{RATE}])))", f"p{round(q * 100):d}") for q in (0.5, 0.99)], unit="s"), 8, 8),
+        (timeseries("Router HTTP responses", "Responses per second by status code.",
+                    [(f"sum by (status_code) (rate(smg_http_responses_total{{{r}}}[{RATE}]))", "{{status_code}}")],
+                    unit="reqps"), 8, 8),
+        (timeseries("Worker health", "1 healthy, 0 unhealthy, -1 removed, per worker as the router sees it.",
+                    [(f"smg_worker_health{{{r}}}", "{{worker}}")]), 24, 6),
+    ]
+
+
+def build(config: Config) -> dict[str, Any]:
+    rows = [("SLO", slo_panels())]
+    rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})", latency_panels(sli)) for sli in ("ttft", "tpot", "itl", "e2e")]
+    rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels()), ("Router", router_panels())]
+    variables = [query_var("deployment", "Deployment", f"label_values({names.OBJECTIVE}, deployment)")]
+    # Hidden variables carrying each SLI's target, shown in the heatmap titles.
+    variables += [query_var(f"{sli}_target", f"{sli} target",
+                            f'query_result({names.TARGET}{{{D},sli="{sli}"}})', hide=2,
+                            regex=r"/\} ([0-9.eE+-]+) /") for sli in SLI_FAMILIES]
+    return dashboard("SGLang deployment", "slo-monitor-deployment",
+                     "One deployment: latency against the SLO target, burn rates, load, KV cache, PD, router.",
+                     variables, rows)

@@ -1,0 +1,70 @@
+"""Generation options and the time-scale arithmetic.
+
+`time_scale` N divides every rule window, every `for`, the Prometheus scrape/evaluation
+intervals and Alertmanager's group timers by N, so an end-to-end test can watch a 1h/5m page
+fire within a minute or two. Record *names* keep their nominal window (`..:rate5m` is computed
+over `[5s]` at N=60) so tests and dashboards need not know N. Burn-rate factors are not
+scaled: they are ratios. Windows must stay >= 4 scrape intervals to hold enough samples.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from monitor.conventions import window_seconds
+
+DEFAULT_PAGE_WEBHOOK = "http://127.0.0.1:9095/page"
+DEFAULT_TICKET_WEBHOOK = "http://127.0.0.1:9095/ticket"
+ENV_PAGE_WEBHOOK = "SLO_MONITOR_PAGE_WEBHOOK_URL"
+ENV_TICKET_WEBHOOK = "SLO_MONITOR_TICKET_WEBHOOK_URL"
+BASE_SCRAPE_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class Options:
+    time_scale: float = 1.0
+    approximate: bool = False
+    page_webhook_url: str = DEFAULT_PAGE_WEBHOOK
+    ticket_webhook_url: str = DEFAULT_TICKET_WEBHOOK
+    alertmanager: str = "127.0.0.1:9093"
+    namespace: str = "monitoring"
+    config_name: str = "<config>"
+
+    def __post_init__(self) -> None:
+        if not self.time_scale >= 1:
+            raise ValueError(f"--time-scale must be >= 1, got {self.time_scale}")
+
+    def duration(self, window: str | float) -> str:
+        """A window (`5m`, or seconds) divided by the time scale, as a Prometheus duration."""
+        seconds = window_seconds(window) if isinstance(window, str) else float(window)
+        return format_ms(seconds * 1000 / self.time_scale)
+
+    @property
+    def scrape_interval(self) -> str:
+        return format_ms(max(1000.0, BASE_SCRAPE_SECONDS * 1000 / self.time_scale))
+
+    @property
+    def scaled(self) -> bool:
+        return self.time_scale != 1
+
+
+def webhook_defaults() -> tuple[str, str]:
+    """Webhook URLs from the environment, else the documented local placeholders."""
+    return (os.environ.get(ENV_PAGE_WEBHOOK) or DEFAULT_PAGE_WEBHOOK,
+            os.environ.get(ENV_TICKET_WEBHOOK) or DEFAULT_TICKET_WEBHOOK)
+
+
+def format_ms(ms: float) -> str:
+    """Milliseconds to the shortest exact Prometheus duration (`1h`, `5s`, `2500ms`)."""
+    total = max(1, int(round(ms)))
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if total >= size and total % size == 0:
+            return f"{total // size}{unit}"
+    return f"{total}ms"
+
+
+def format_number(value: float) -> str:
+    """A float as short, exact-enough text for PromQL and annotations (0.04, 1, 14.4)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text

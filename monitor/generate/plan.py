@@ -1,0 +1,129 @@
+"""What to generate for each deployment: resolved SLIs (bucket edge or interpolation) and selectors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monitor.config import Deployment
+from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, SLI_FAMILIES, format_le
+from monitor.generate.options import Options, format_number
+
+ENGINE_ROLES = ("server", "prefill", "decode")
+SLI_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
+SLI_LONG = {
+    "ttft": "time to first token",
+    "tpot": "time per output token",
+    "itl": "inter-token latency",
+    "e2e": "end-to-end request latency",
+}
+# ITL's histogram is token-weighted (one bucket increment per output token); the others per request.
+SLI_UNIT = {"ttft": "requests", "tpot": "requests", "itl": "output tokens", "e2e": "requests"}
+# Prometheus' exported sample names (prometheus-client) of each scraped source, by role.
+SCRAPED_SOURCES = ("sglang", "router", "router-engine-metrics", "npu-exporter", "dcgm")
+
+
+class GenerateError(ValueError):
+    """A config the generator refuses; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class SLIPlan:
+    deployment: str
+    sli: str
+    family: str
+    target: float
+    objective: float
+    edges: tuple[float, ...]
+    lower: float  # the edge at/below the target (0 when the target is below the first edge)
+    upper: float  # the edge above the target; equal to `lower` when the target is an edge
+
+    @property
+    def approximate(self) -> bool:
+        return self.lower != self.upper
+
+    @property
+    def budget(self) -> float:
+        return round(1.0 - self.objective, 12)
+
+    @property
+    def le(self) -> str:
+        return format_le(self.lower)
+
+    @property
+    def fraction(self) -> float:
+        """Where the target sits between `lower` and `upper` (linear interpolation weight)."""
+        return 0.0 if not self.approximate else (self.target - self.lower) / (self.upper - self.lower)
+
+    @property
+    def title(self) -> str:
+        return SLI_TITLES[self.sli]
+
+    def describe(self) -> str:
+        pct = format_number(round(self.objective * 100, 6))
+        return (f"{pct}% of {SLI_UNIT[self.sli]} with {SLI_LONG[self.sli]} <= {format_number(self.target)}s")
+
+    def approximation_note(self) -> str:
+        if not self.approximate:
+            return ""
+        lo = "0" if self.lower == 0 else f'le="{format_le(self.lower)}"'
+        return (f"approximate: {format_number(self.target)}s is not a bucket edge of {self.family}; good events "
+                f"are interpolated linearly between {lo} and le=\"{format_le(self.upper)}\" "
+                f"(fix: {bucket_fix(self)})")
+
+
+def edges_for(dep: Deployment, sli: str) -> tuple[float, ...]:
+    return tuple(dep.buckets.get(sli) or DEFAULT_BUCKETS[sli])
+
+
+def bucket_fix(plan: SLIPlan) -> str:
+    values = sorted({*plan.edges, plan.target})
+    flag = BUCKET_FLAGS[plan.sli]
+    shared = " (this flag also sets the TPOT buckets)" if plan.sli == "itl" else ""
+    shared = " (this flag also sets the ITL buckets)" if plan.sli == "tpot" else shared
+    return (f"relaunch SGLang with `{flag} {' '.join(format_number(v) for v in values)}`{shared} and set "
+            f"`buckets: {{{plan.sli}: [...]}}` for deployment {plan.deployment} to the same list")
+
+
+def resolve_sli(dep: Deployment, sli: str, approximate: bool) -> SLIPlan:
+    target = dep.target_seconds(sli)
+    assert target is not None
+    edges = edges_for(dep, sli)
+    for edge in edges:
+        if abs(edge - target) <= 1e-9 * max(1.0, abs(target)):
+            return SLIPlan(dep.name, sli, SLI_FAMILIES[sli], target, dep.objective, edges, edge, edge)
+    above = [e for e in edges if e > target]
+    below = [e for e in edges if e < target]
+    plan = SLIPlan(dep.name, sli, SLI_FAMILIES[sli], target, dep.objective, edges,
+                   below[-1] if below else 0.0, above[0] if above else float("inf"))
+    if not above:
+        raise GenerateError(
+            f"deployment {dep.name}: {sli}_target_seconds {format_number(target)} is above the last finite bucket "
+            f"edge {format_number(edges[-1])} of {plan.family}; nothing can be interpolated there. Fix: {bucket_fix(plan)}")
+    if not (approximate or dep.approximate):
+        raise GenerateError(
+            f"deployment {dep.name}: {sli}_target_seconds {format_number(target)} is not a bucket edge of "
+            f"{plan.family} (edges: {', '.join(format_number(e) for e in edges)}). Fix: {bucket_fix(plan)}; "
+            f"or set `approximate: true` on the deployment (or pass --approximate) to interpolate between "
+            f"{format_number(plan.lower)} and {format_number(plan.upper)}")
+    return plan
+
+
+def plan_slis(dep: Deployment, options: Options) -> list[SLIPlan]:
+    return [resolve_sli(dep, sli, options.approximate) for sli in dep.slis]
+
+
+def scraped_roles(dep: Deployment) -> list[str]:
+    """Roles Prometheus scrapes for this deployment (any target with a URL source), sorted."""
+    return sorted({t.role for t in dep.targets if t.source in SCRAPED_SOURCES})
+
+
+def engine_selector(dep: Deployment) -> dict[str, str]:
+    """Label matchers (name -> regex) for the SGLang engine series of a deployment.
+
+    Direct server scrapes win; only when there are none do we fall back to the router's
+    `/engine_metrics` (which would otherwise count every request twice).
+    """
+    roles = sorted({t.role for t in dep.targets if t.source == "sglang"})
+    if not roles and any(t.source == "router-engine-metrics" for t in dep.targets):
+        roles = ["router"]
+    return {"role": "|".join(roles or list(ENGINE_ROLES))}

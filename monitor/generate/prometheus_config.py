@@ -1,0 +1,117 @@
+"""prometheus.yml: one scrape job per role (targets labelled deployment/role), the sidecar job,
+rule_files and alerting.
+
+Two SGLang naming traps are undone at scrape time so rules can keep the canonical names:
+prometheus_client >= 0.23 answers Prometheus' OpenMetrics Accept header with `sglang_...` sample
+names (client_python#1177), and the router's `/engine_metrics` renames `sglang:` to `sglang_`
+and prints integer bucket bounds as `le="1"` where SGLang writes `le="1.0"`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from monitor.config import Config, Target
+from monitor.escaping import comment, yaml_text
+from monitor.generate import names
+from monitor.generate.options import Options
+from monitor.generate.plan import SCRAPED_SOURCES
+
+JOB_BY_SOURCE = {"router": "sglang-router", "router-engine-metrics": "sglang-router-engine-metrics",
+                 "npu-exporter": "npu-exporter", "dcgm": "dcgm"}
+SGLANG_SOURCES = frozenset({"sglang", "router-engine-metrics"})
+
+# Restore `sglang:` names, then `le="1.0"` on SGLang buckets (regexes are anchored by Prometheus).
+METRIC_RELABEL = [
+    {"source_labels": ["__name__"], "regex": "sglang_(.+)", "target_label": "__name__", "replacement": "sglang:${1}"},
+    {"source_labels": ["__name__", "le"], "regex": "sglang:.+_bucket;([0-9]+)", "target_label": "le",
+     "replacement": "${1}.0"},
+]
+
+
+def job_name(target: Target) -> str:
+    return f"sglang-{target.role}" if target.source == "sglang" else JOB_BY_SOURCE[str(target.source)]
+
+
+def _address(target: Target) -> tuple[str, str, str, dict[str, list[str]]]:
+    parts = urlsplit(target.url or "")
+    return parts.netloc, parts.scheme or "http", parts.path or "/metrics", parse_qs(parts.query)
+
+
+def sidecar_address(config: Config) -> str:
+    host = config.sidecar.listen_host
+    host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{config.sidecar.listen_port}"
+
+
+def _jobs(config: Config) -> dict[str, dict[str, Any]]:
+    """job name -> {static: {(dep, role, scheme, path, node): [addresses]}, skipped: [notes], params}."""
+    jobs: dict[str, dict[str, Any]] = defaultdict(lambda: {"static": defaultdict(list), "skipped": [], "params": {}})
+    for dep in config.deployments:
+        for target in dep.targets:
+            if target.source not in SCRAPED_SOURCES:
+                continue  # npu-smi, nvml and request logs are read by the sidecar, not Prometheus
+            job = jobs[job_name(target)]
+            if target.has_placeholder:
+                job["skipped"].append(f"{dep.name} {target.role}: {target.url} has a placeholder; fill it in the "
+                                      "config and regenerate")
+                continue
+            address, scheme, path, params = _address(target)
+            if params:
+                job["params"] = params
+            key = (dep.name, target.role, scheme, path, target.node or "")
+            if address not in job["static"][key]:
+                job["static"][key].append(address)
+            if target.bearer_token:
+                job["skipped"].append(f"{dep.name} {target.role}: {target.url} needs a bearer token: add "
+                                      "`authorization: {credentials_file: ...}` to this job (secrets are not written here)")
+    return jobs
+
+
+def _job_yaml(name: str, job: dict[str, Any], opts: Options) -> str:
+    statics = []
+    for (dep, role, scheme, path, node), addresses in sorted(job["static"].items()):
+        labels = {"deployment": dep, "role": role}
+        if node:
+            labels["node"] = node
+        if path != "/metrics":
+            labels["__metrics_path__"] = path
+        if scheme != "http":
+            labels["__scheme__"] = scheme
+        statics.append({"targets": sorted(addresses), "labels": labels})
+    body: dict[str, Any] = {"job_name": name, "honor_labels": False}
+    if job["params"]:
+        body["params"] = job["params"]
+    if name.startswith("sglang-"):
+        body["metric_relabel_configs"] = METRIC_RELABEL
+    body["static_configs"] = statics
+    text = yaml_text([body])
+    notes = "".join(f"  # not scraped: {comment(n)}\n" for n in job["skipped"])
+    return "".join("  " + line + "\n" for line in text.splitlines()) + notes
+
+
+def prometheus_yml(config: Config, opts: Options, rule_globs: list[str]) -> str:
+    interval = opts.scrape_interval
+    head = {
+        "global": {"scrape_interval": interval, "scrape_timeout": interval if opts.scaled else "10s",
+                   "evaluation_interval": interval},
+        "rule_files": rule_globs,
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [opts.alertmanager]}]}]},
+    }
+    scale = (f"# --time-scale {opts.time_scale:g}: every rule window, `for` and the intervals below are divided "
+             f"by {opts.time_scale:g}.\n" if opts.scaled else "")
+    header = (f"# Generated by `slo-monitor generate` from {comment(opts.config_name)}; do not edit.\n{scale}"
+              "# Targets are labelled {deployment, role}; rules and dashboards select on those labels.\n"
+              "# metric_relabel_configs restore `sglang:` names that prometheus_client >= 0.23 (and the router's\n"
+              "# /engine_metrics) rewrite to `sglang_`, and SGLang's `le=\"1.0\"` spelling of integer bounds.\n")
+    sidecar = {"job_name": names.SIDECAR_JOB, "static_configs": [
+        {"targets": [sidecar_address(config)], "labels": {"role": "sidecar"}}]}
+    jobs = _jobs(config)
+    out = header + yaml_text(head) + "scrape_configs:\n"
+    out += "".join("  " + line + "\n" for line in yaml_text([sidecar]).splitlines())
+    for name in sorted(jobs):
+        out += _job_yaml(name, jobs[name], opts)
+    return out

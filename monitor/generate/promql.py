@@ -1,0 +1,52 @@
+"""PromQL templates. Everything that turns a plan into an expression string lives here."""
+
+from __future__ import annotations
+
+from monitor.escaping import matchers, promql_string
+from monitor.generate.options import format_number
+
+
+def selector(metric: str, eq: dict[str, str], regex: dict[str, str] | None = None) -> str:
+    """`metric{a="x",b=~"y|z"}`; equality matchers first, each group in the given order."""
+    parts = matchers(eq)[1:-1] if eq else ""
+    extra = ",".join(f"{k}=~{promql_string(v)}" for k, v in (regex or {}).items())
+    inner = ",".join(p for p in (parts, extra) if p)
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+def sum_rate(metric: str, eq: dict[str, str], regex: dict[str, str], window: str, by: str = "deployment") -> str:
+    return f"sum by ({by}) (rate({selector(metric, eq, regex)}[{window}]))"
+
+
+def good_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
+              lower: str | None, upper: str | None, fraction: float) -> str:
+    """Rate of good events: the `le` bucket, or a linear interpolation between two buckets."""
+    bucket = family + "_bucket"
+    if upper is None:
+        return sum_rate(bucket, {**eq, "le": lower or ""}, regex, window)
+    hi = sum_rate(bucket, {**eq, "le": upper}, regex, window)
+    if lower is None:  # target below the first edge: interpolate from 0
+        return f"{format_number(fraction)} * {hi}"
+    lo = sum_rate(bucket, {**eq, "le": lower}, regex, window)
+    return f"{lo}\n+ {format_number(fraction)} * ({hi} - {lo})"
+
+
+def error_ratio(good: str, total: str) -> str:
+    # `total > 0` drops the series when there is no traffic: rate() of unchanged counters is 0,
+    # 0/0 is NaN, and no-traffic must never page.
+    return f"1 - ({good} / ({total} > 0))"
+
+
+def mean_latency(family: str, eq: dict[str, str], regex: dict[str, str], window: str) -> str:
+    return (f"{sum_rate(family + '_sum', eq, regex, window)}\n/ "
+            f"({sum_rate(family + '_count', eq, regex, window)} > 0)")
+
+
+def per_rank_total(metric: str, eq: dict[str, str], regex: dict[str, str]) -> str:
+    """A scheduler gauge summed over DP ranks but never over TP ranks (TP ranks repeat the value).
+
+    `priority=""` keeps the total when priority scheduling adds a per-priority breakdown; it also
+    matches series without the label.
+    """
+    sel = selector(metric, {**eq, "priority": ""}, regex)
+    return f"sum by (deployment, role) (max by (deployment, role, instance, dp_rank) ({sel}))"

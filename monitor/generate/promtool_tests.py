@@ -1,0 +1,130 @@
+"""`promtool test rules` files: each burn-rate alert fires on a breach, stays quiet when healthy or idle.
+
+Inputs are synthetic counters at 2-minute steps with the labels the scrape config attaches
+(`deployment`, `role`). Error ratios are multiples of the budget chosen so exactly the intended
+window pairs cross their thresholds (20x: both pages; 10x: only 6h/30m; 4x: tickets only;
+0.1x: nothing). Expected annotations are rendered here from the same templates the rules use.
+Under --time-scale every interval and eval time is scaled with the rules.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from monitor.config import Deployment
+from monitor.conventions import BURN_RATE_ALERTS, format_le, parse_duration
+from monitor.generate import names
+from monitor.generate.options import Options, format_number
+from monitor.generate.plan import SLIPlan, engine_selector, scraped_roles
+from monitor.generate.rules import burn_alerts, burn_factor
+from monitor.generate.symptoms import PAGE_ROLES, symptom_groups
+
+_VALUE = re.compile(r'\{\{ \$value \| printf "(%[^"]+)" \}\}')
+_LABEL = re.compile(r"\{\{ \$labels\.([a-zA-Z_][a-zA-Z0-9_]*) \}\}")
+TOTAL_PER_STEP = 10_000.0
+# 2-minute steps: the 5m windows still hold 2-3 samples, and promtool has half the steps to evaluate.
+STEP = "2m"
+
+
+def render(template: str, value: float, labels: dict[str, str]) -> str:
+    """The subset of Prometheus' Go templates our annotations use."""
+    text = _VALUE.sub(lambda m: m.group(1) % value, template)
+    text = _LABEL.sub(lambda m: labels.get(m.group(1), ""), text)
+    return text.replace('{{ "{{" }}', "{{")
+
+
+def _series(plan: SLIPlan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
+    """Counters for one SLI; `error=None` means no traffic (flat counters)."""
+    base = f'deployment="{plan.deployment}",role="{role}"'
+    total = 0.0 if error is None else TOTAL_PER_STEP
+    good = 0.0 if error is None else TOTAL_PER_STEP * (1 - error)
+    les = [plan.le] if not plan.approximate else [format_le(e) for e in (plan.lower, plan.upper) if e]
+    out = [{"series": f"{plan.family}_count{{{base}}}", "values": f"0+{format_number(total)}x{steps}"}]
+    for le in les:  # interpolation neighbours get the same good count, so the interpolation is exact
+        out.append({"series": f'{plan.family}_bucket{{{base},le="{le}"}}',
+                    "values": f"0+{format_number(good)}x{steps}"})
+    return out
+
+
+def _expected(dep: Deployment, plan: SLIPlan, error: float, alertname: str, pairs: set[tuple[str, str]],
+              opts: Options) -> list:
+    rules = [r for r in burn_alerts(dep, plan, opts) if r["alert"] == alertname
+             and (r["labels"]["long_window"], r["labels"]["short_window"]) in pairs]
+    burn = error / plan.budget
+    labels = {"deployment": dep.name, "sli": plan.sli}
+    return [{"exp_labels": {**labels, **r["labels"]},
+             "exp_annotations": {k: render(v, burn, labels) for k, v in r["annotations"].items()}} for r in rules]
+
+
+def _case(dep: Deployment, plan: SLIPlan, role: str, name: str, multiple: float | None, eval_min: int,
+          pages: set[tuple[str, str]], tickets: set[tuple[str, str]], opts: Options) -> dict[str, Any] | None:
+    error = None if multiple is None else multiple * plan.budget
+    if error is not None and error > 1:
+        return None
+    at = opts.duration(eval_min * 60)
+    case: dict[str, Any] = {"name": f"{dep.name} {plan.sli}: {name}", "interval": opts.duration(STEP),
+                            "input_series": _series(plan, role, error, eval_min // 2 + 3)}
+    ids = f'{{deployment="{dep.name}",sli="{plan.sli}"}}'
+    if error is None:
+        case["promql_expr_test"] = [
+            {"expr": f"{names.sli_error('5m')}{ids}", "eval_time": at, "exp_samples": []},
+            {"expr": f"{names.sli_total('5m')}{ids}", "eval_time": at,
+             "exp_samples": [{"labels": f"{names.sli_total('5m')}{ids}", "value": 0}]}]
+    else:
+        case["promql_expr_test"] = [{"expr": f"round({names.sli_error('5m')}{ids}, 0.0001)", "eval_time": at,
+                                     "exp_samples": [{"labels": ids, "value": round(error, 4)}]}]
+    case["alert_rule_test"] = [
+        {"eval_time": at, "alertname": names.ALERT_PAGE,
+         "exp_alerts": _expected(dep, plan, error or 0, names.ALERT_PAGE, pages, opts)},
+        {"eval_time": at, "alertname": names.ALERT_TICKET,
+         "exp_alerts": _expected(dep, plan, error or 0, names.ALERT_TICKET, tickets, opts)},
+    ]
+    return case
+
+
+def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
+    roles = scraped_roles(dep)
+    if not roles:
+        return None
+    role = roles[0]
+    rule = next(r for g in symptom_groups(dep, opts) for r in g["rules"]
+                if r.get("alert") == names.ALERT_TARGET_DOWN and f'role="{role}"' in r["expr"])
+    labels = {"deployment": dep.name, "role": role, "instance": "10.0.0.1:30000", "job": f"sglang-{role}"}
+    series = "up{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+    return {"name": f"{dep.name}: {role} target down", "interval": opts.duration(STEP),
+            "input_series": [{"series": series, "values": "1 1 0x5"}],
+            "alert_rule_test": [
+                {"eval_time": opts.duration("2m"), "alertname": names.ALERT_TARGET_DOWN, "exp_alerts": []},
+                {"eval_time": opts.duration("6m"), "alertname": names.ALERT_TARGET_DOWN, "exp_alerts": [
+                    {"exp_labels": {**labels, **rule["labels"],
+                                    "severity": "page" if role in PAGE_ROLES else "ticket"},
+                     "exp_annotations": {k: render(v, 0, labels) for k, v in rule["annotations"].items()}}]}]}
+
+
+def promtool_test(dep: Deployment, plans: list[SLIPlan], opts: Options) -> dict[str, Any]:
+    role = engine_selector(dep)["role"].split("|")[0]
+    period = parse_duration(dep.period)
+    pairs = {sev: {(lw, sw) for s, lw, sw, f in BURN_RATE_ALERTS if s == sev} for sev in ("page", "ticket")}
+
+    def firing(severity: str, multiple: float) -> set[tuple[str, str]]:
+        return {(lw, sw) for s, lw, sw, f in BURN_RATE_ALERTS
+                if s == severity and multiple > burn_factor(f, period)}
+
+    tests = []
+    for plan in plans:
+        # A constant error ratio gives the same value in every window that holds >= 2 samples, so 64
+        # minutes (a full 1h window) decides every pair; longer simulations only cost test time.
+        for name, multiple, minutes in (("fast burn pages", 20.0, 64), ("medium burn pages via 6h/30m only", 10.0, 64),
+                                        ("slow burn tickets, does not page", 4.0, 64),
+                                        ("healthy stays quiet", 0.1, 64), ("no traffic stays quiet", None, 30)):
+            m = multiple or 0.0
+            case = _case(dep, plan, role, name, multiple, minutes,
+                         firing("page", m) & pairs["page"], firing("ticket", m) & pairs["ticket"], opts)
+            if case:
+                tests.append(case)
+    down = _target_down_case(dep, opts)
+    if down:
+        tests.append(down)
+    return {"rule_files": [f"../{names.rules_file(dep.name)}"], "evaluation_interval": opts.duration(STEP),
+            "tests": tests}

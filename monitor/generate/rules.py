@@ -1,0 +1,164 @@
+"""SLO recording rules and multi-window multi-burn-rate alerts (SRE workbook ch. 5, Sloth naming).
+
+Per deployment and SLI (only SLIs with `<sli>_target_seconds`):
+  slo_monitor:sli_good:rate<w>          sum by (deployment) rate of `_bucket{le="<target>"}`
+  slo_monitor:sli_total:rate<w>         sum by (deployment) rate of `_count`
+  slo_monitor:sli_error:ratio_rate<w>   1 - good/total, absent when total == 0 (no traffic)
+  slo_monitor:burn_rate:ratio_rate<w>   error ratio / (1 - objective)
+for w in RULE_WINDOWS (5m 30m 1h 2h 6h 1d 3d), computed from raw counters so every window is
+traffic-weighted; the SLO period (e.g. 30d) is the ratio of `sum_over_time` of the 5m good and
+total rates (traffic-weighted, cheap). All carry labels {deployment, sli}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.config import Deployment
+from monitor.conventions import BURN_RATE_ALERTS, RULE_WINDOWS, SLI_FAMILIES, format_le, parse_duration
+from monitor.escaping import LABEL_NAME_RE, template_literal
+from monitor.generate import names
+from monitor.generate.options import Options, format_number
+from monitor.generate.plan import SLI_LONG, SLIPlan, engine_selector
+from monitor.generate.promql import error_ratio, good_rate, mean_latency, selector, sum_rate
+
+RESERVED_LABELS = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
+                             "burn_rate_threshold", "role", "instance", "job", "alertname"})
+PERIOD_30D = 30 * 86400
+
+
+def record(name: str, expr: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"record": name, "expr": expr, "labels": dict(sorted(labels.items()))}
+
+
+def alert(name: str, expr: str, for_: str | None, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_:
+        rule["for"] = for_
+    rule["labels"] = dict(sorted(labels.items()))
+    rule["annotations"] = dict(sorted(annotations.items()))
+    return rule
+
+
+def extra_labels(dep: Deployment) -> dict[str, str]:
+    """The deployment's own `labels:` (team, tier, ...) added to its alerts, when they are valid names."""
+    return {k: str(v) for k, v in sorted(dep.labels.items()) if LABEL_NAME_RE.match(k) and k not in RESERVED_LABELS}
+
+
+def burn_factor(nominal: float, period_seconds: int) -> float:
+    """The workbook factors are for 30d; keep the same share of budget per window for other periods."""
+    return round(nominal * period_seconds / PERIOD_30D, 6)
+
+
+def sli_recordings(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[str, Any]]:
+    eq = {"deployment": dep.name}
+    regex = engine_selector(dep)
+    labels = {"sli": plan.sli}
+    ids = {"deployment": dep.name, "sli": plan.sli}
+    if not plan.approximate:
+        lower, upper = plan.le, None
+    else:
+        lower = None if plan.lower == 0 else format_le(plan.lower)
+        upper = format_le(plan.upper)
+    rules = []
+    for window in RULE_WINDOWS:
+        w = opts.duration(window)
+        good = good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9))
+        rules.append(record(names.sli_good(window), good, labels))
+        rules.append(record(names.sli_total(window), sum_rate(plan.family + "_count", eq, regex, w), labels))
+    for window in RULE_WINDOWS:
+        rules.append(record(names.sli_error(window), error_ratio(
+            selector(names.sli_good(window), ids), selector(names.sli_total(window), ids)), labels))
+    return rules
+
+
+def meta_recordings(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[str, Any]]:
+    ids = {"deployment": dep.name, "sli": plan.sli}
+    budget = format_number(plan.budget)
+    static = {"deployment": dep.name, "sli": plan.sli}
+    period = opts.duration(dep.period)
+    rules = [
+        record(names.OBJECTIVE, f"vector({format_number(plan.objective)})", static),
+        record(names.ERROR_BUDGET, f"vector({budget})", static),
+        record(names.TARGET, f"vector({format_number(plan.target)})", static),
+    ]
+    for window in RULE_WINDOWS:
+        rules.append(record(names.burn_rate(window), f"{selector(names.sli_error(window), ids)} / {budget}",
+                            {"sli": plan.sli}))
+    good5, total5 = selector(names.sli_good("5m"), ids), selector(names.sli_total("5m"), ids)
+    rules.append(record(names.SLI_ERROR_PERIOD, error_ratio(f"sum_over_time({good5}[{period}])",
+                                                            f"sum_over_time({total5}[{period}])"),
+                        {"sli": plan.sli, "period": dep.period}))
+    period_sel = selector(names.SLI_ERROR_PERIOD, ids)
+    rules.append(record(names.PERIOD_BURN_RATE, f"{period_sel} / {budget}", {"sli": plan.sli, "period": dep.period}))
+    rules.append(record(names.BUDGET_REMAINING, f"1 - {period_sel} / {budget}", {"sli": plan.sli, "period": dep.period}))
+    return rules
+
+
+def latency_means(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+    """Mean latency from `_sum/_count` for every family (dashboards, baseline-regression alerts)."""
+    eq, regex = {"deployment": dep.name}, engine_selector(dep)
+    return [record(names.latency_mean(window), mean_latency(family, eq, regex, opts.duration(window)), {"sli": sli})
+            for window in ("5m", "30m") for sli, family in SLI_FAMILIES.items()]
+
+
+def burn_annotations(dep: Deployment, plan: SLIPlan, severity: str, long_w: str, short_w: str, factor: float,
+                     opts: Options) -> dict[str, str]:
+    name, title, fac = template_literal(dep.name), plan.title, format_number(factor)
+    scale = f" (time-scaled 1/{format_number(opts.time_scale)}: {opts.duration(long_w)}/{opts.duration(short_w)})" \
+        if opts.scaled else ""
+    ann = {
+        "summary": f"{name}: {title} SLO burning its error budget at {{{{ $value | printf \"%.1f\" }}}}x "
+                   f"({severity}: > {fac}x over {long_w} and {short_w})",
+        "description": template_literal(
+            f"Deployment {dep.name} ({dep.model} on {dep.hardware}): the {SLI_LONG[plan.sli]} SLO is "
+            f"{plan.describe()} over {dep.period}. ") + (
+            f"The error ratio over the last {long_w}{scale} burns the budget (1 - objective = "
+            f"{format_number(plan.budget)}) at {{{{ $value | printf \"%.2f\" }}}}x, above {fac}x, and the "
+            f"{short_w} window confirms it is still happening."),
+        "runbook": template_literal(
+            f"Open the Grafana dashboard 'SGLang deployment' for {dep.name}; compare {plan.title} percentiles "
+            f"with the target, then check queued requests, KV-cache token usage, PD transfer queues and the "
+            f"router. Rules: slo_monitor:sli_error:ratio_rate{long_w}{{deployment=\"{dep.name}\",sli=\"{plan.sli}\"}}."),
+        "deployment": template_literal(dep.name),
+        "sli": plan.sli,
+        "target_seconds": format_number(plan.target),
+        "objective": format_number(plan.objective),
+        "burn_rate": "{{ $value | printf \"%.2f\" }}",
+        "sli_metric": f'{plan.family}_bucket{{le="{plan.le if not plan.approximate else format_le(plan.upper)}"}}',
+    }
+    if plan.approximate:
+        ann["approximation"] = template_literal(plan.approximation_note())
+    return ann
+
+
+def burn_alerts(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[str, Any]]:
+    ids = {"deployment": dep.name, "sli": plan.sli}
+    period = parse_duration(dep.period)
+    rules = []
+    for severity, long_w, short_w, nominal in BURN_RATE_ALERTS:
+        factor = burn_factor(nominal, period)
+        if factor * plan.budget >= 1:
+            continue  # the error ratio can never exceed 1: this alert could never fire
+        fac = format_number(factor)
+        expr = (f"{selector(names.burn_rate(long_w), ids)} > {fac}\n"
+                f"and\n{selector(names.burn_rate(short_w), ids)} > {fac}")
+        # deployment/sli repeat the series labels so rules stay distinct (promtool's duplicate-rule lint).
+        labels = {**extra_labels(dep), "deployment": dep.name, "sli": plan.sli, "severity": severity, "long_window": long_w, "short_window": short_w,
+                  "burn_rate_threshold": fac}
+        name = names.ALERT_PAGE if severity == "page" else names.ALERT_TICKET
+        rules.append(alert(name, expr, None, labels,
+                           burn_annotations(dep, plan, severity, long_w, short_w, factor, opts)))
+    return rules
+
+
+def slo_groups(dep: Deployment, plans: list[SLIPlan], opts: Options) -> list[dict[str, Any]]:
+    groups = [{"name": names.group(dep.name, "latency"), "rules": latency_means(dep, opts)}]
+    if not plans:
+        return groups
+    return [
+        {"name": names.group(dep.name, "sli"), "rules": [r for p in plans for r in sli_recordings(dep, p, opts)]},
+        {"name": names.group(dep.name, "slo"), "rules": [r for p in plans for r in meta_recordings(dep, p, opts)]},
+        *groups,
+        {"name": names.group(dep.name, "slo-alerts"), "rules": [r for p in plans for r in burn_alerts(dep, p, opts)]},
+    ]

@@ -1,0 +1,115 @@
+"""Symptom alerts: the things that break before (or instead of) an SLO burn shows up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.config import Deployment
+from monitor.conventions import COUNTERS, GAUGES, SLI_FAMILIES
+from monitor.escaping import template_literal
+from monitor.generate import names
+from monitor.generate.options import Options, format_number
+from monitor.generate.plan import ENGINE_ROLES, engine_selector, scraped_roles
+from monitor.generate.promql import per_rank_total, selector
+from monitor.generate.rules import alert, extra_labels, record
+
+KV_FULL_RATIO = 0.95
+REGRESSION_FACTOR = 1.5
+PAGE_ROLES = frozenset({*ENGINE_ROLES, "router"})
+
+
+def _ann(summary: str, description: str, runbook: str) -> dict[str, str]:
+    return {"summary": summary, "description": description, "runbook": runbook}
+
+
+def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+    d = template_literal(dep.name)
+    eq = {"deployment": dep.name}
+    engine = engine_selector(dep)
+    base = {**extra_labels(dep), "deployment": dep.name}
+    rec: list[dict[str, Any]] = [
+        record(names.QUEUE, per_rank_total(GAUGES["num_queue_reqs"], eq, engine), {}),
+        record(names.RUNNING, per_rank_total(GAUGES["num_running_reqs"], eq, engine), {}),
+    ]
+    rules: list[dict[str, Any]] = []
+    for role in scraped_roles(dep):
+        severity = "page" if role in PAGE_ROLES else "ticket"
+        rules.append(alert(
+            names.ALERT_TARGET_DOWN, f"{selector('up', {**eq, 'role': role})} == 0", opts.duration("2m"),
+            {**base, "deployment": dep.name, "role": role, "severity": severity},
+            _ann(f"{d}: {role} target {{{{ $labels.instance }}}} is down",
+                 f"Prometheus cannot scrape {{{{ $labels.instance }}}} (job {{{{ $labels.job }}}}, role {role}) of "
+                 f"deployment {d} (up == 0 for {opts.duration('2m')}).",
+                 "Check the process and its --enable-metrics flag; curl the /metrics URL from the Prometheus host.")))
+    if any(r in engine["role"].split("|") for r in scraped_roles(dep)):
+        up = selector("up", eq, engine)
+        sglang = selector("", eq, {**engine, "__name__": "sglang:.+"})
+        rules.append(alert(
+            names.ALERT_METRICS_ABSENT,
+            f"absent({up})\nor\n(count by (deployment) ({up} == 1) unless on (deployment) count by (deployment) ({sglang}))",
+            opts.duration("5m"), {**base, "severity": "ticket"},
+            _ann(f"{d}: no sglang: metrics", f"Deployment {d} has no scraped SGLang engine target or its targets "
+                 "expose no `sglang:` series.",
+                 "Start SGLang with --enable-metrics. If Prometheus stores `sglang_...` names (prometheus_client "
+                 ">= 0.23 answering an OpenMetrics scrape), add the generated metric_relabel_configs that restore "
+                 "`sglang:`.")))
+    queue = selector(names.QUEUE, eq)
+    rules.append(alert(
+        names.ALERT_QUEUE_GROWING, f"{queue} > 0\nand\nderiv({queue}[{opts.duration('10m')}]) > 0",
+        opts.duration("10m"), {**base, "severity": "ticket"},
+        _ann(f"{d}: {{{{ $labels.role }}}} queue keeps growing ({{{{ $value | printf \"%.0f\" }}}} waiting)",
+             f"sglang:num_queue_reqs (summed over dp_rank) of deployment {d} grew for {opts.duration('10m')}.",
+             "Arrivals exceed capacity: check running requests, KV-cache token usage and retractions; scale out "
+             "or shed load.")))
+    usage = selector(GAUGES["token_usage"], eq, engine)
+    rules.append(alert(
+        names.ALERT_KV_FULL, f"max by (deployment, role, instance) ({usage}) > {KV_FULL_RATIO}",
+        opts.duration("5m"), {**base, "severity": "ticket"},
+        _ann(f"{d}: KV-cache token usage {{{{ $value | humanizePercentage }}}} on {{{{ $labels.instance }}}}",
+             f"sglang:token_usage of deployment {d} above {format_number(KV_FULL_RATIO)}: new requests queue and "
+             "running ones may be retracted.",
+             "Lower --max-running-requests or context length, or add decode capacity.")))
+    if dep.mode == "pd-disaggregated":
+        for name, counter, what in ((names.ALERT_PD_TRANSFER, COUNTERS["transfer_failed_total"], "KV transfer"),
+                                    (names.ALERT_PD_BOOTSTRAP, COUNTERS["bootstrap_failed_total"], "bootstrap")):
+            rules.append(alert(
+                name, f"sum by (deployment, role) (increase({selector(counter, eq, engine)}[{opts.duration('5m')}])) > 0",
+                opts.duration("1m"), {**base, "severity": "page"},
+                _ann(f"{d}: PD {what} failures on {{{{ $labels.role }}}} ({{{{ $value | printf \"%.0f\" }}}} in "
+                     f"{opts.duration('5m')})",
+                     f"{counter} increased: requests of deployment {d} fail between prefill and decode.",
+                     "Check the transfer backend (mooncake/ascend), --disaggregation-ib-device and the bootstrap "
+                     "port between the prefill and decode nodes.")))
+    baseline = dep.baseline
+    for sli, value in (("tpot", baseline and baseline.tpot_mean_seconds), ("ttft", baseline and baseline.ttft_mean_seconds)):
+        if not value:
+            continue
+        limit = format_number(round(value * REGRESSION_FACTOR, 9))
+        rules.append(alert(
+            names.ALERT_REGRESSION, f"{selector(names.latency_mean('30m'), {**eq, 'sli': sli})} > {limit}",
+            opts.duration("15m"), {**base, "deployment": dep.name, "sli": sli, "severity": "ticket"},
+            _ann(f"{d}: mean {sli.upper()} {{{{ $value | printf \"%.4f\" }}}}s is over {format_number(REGRESSION_FACTOR)}x "
+                 f"the recipe baseline {format_number(value)}s",
+                 f"Mean {sli.upper()} over {opts.duration('30m')} from {SLI_FAMILIES[sli]}_sum/_count exceeds "
+                 f"{limit}s = {format_number(REGRESSION_FACTOR)} x baseline "
+                 f"({template_literal(baseline.source or 'recipe')}).",
+                 "Compare the launch flags and load with the recipe; look for retractions, low spec accept "
+                 "length and accelerator throttling.")))
+    if "router" in scraped_roles(dep) and any(t.source == "router" for t in dep.targets):
+        rules.append(alert(
+            names.ALERT_ROUTER_WORKER, f"{selector('smg_worker_health', eq)} == 0", opts.duration("2m"),
+            {**base, "severity": "ticket"},
+            _ann(f"{d}: router marks worker {{{{ $labels.worker }}}} unhealthy",
+                 f"smg_worker_health == 0 for a worker of deployment {d}'s router.",
+                 "Check the worker's /health endpoint and logs.")))
+    return [{"name": names.group(dep.name, "symptom-recordings"), "rules": rec},
+            {"name": names.group(dep.name, "symptoms"), "rules": rules}]
+
+
+def global_groups(opts: Options) -> list[dict[str, Any]]:
+    return [{"name": "slo-monitor:self", "rules": [alert(
+        names.ALERT_SIDECAR_DOWN, f"{selector('up', {'job': names.SIDECAR_JOB})} == 0", opts.duration("5m"),
+        {"severity": "ticket"},
+        _ann("slo-monitor sidecar {{ $labels.instance }} is down",
+             "Prometheus cannot scrape the slo-monitor sidecar; its own SLO series and accelerator telemetry stop.",
+             "Check the sidecar process (slo-monitor run) and its listen address."))]}]

@@ -1,0 +1,54 @@
+"""Generator test helpers: the small config, its generated files on disk, promtool runners."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from monitor.config import Config, load_config
+from monitor.generate.build import generate
+from monitor.generate.options import Options
+from monitor.generate.writer import write
+
+HERE = Path(__file__).resolve().parent
+SMALL = HERE / "fixtures" / "small.yaml"
+FIXTURES = HERE.parent / "fixtures" / "generate"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+AMTOOL = shutil.which("amtool") or "/usr/bin/amtool"
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+
+
+def run_tool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def need(tool: str) -> None:
+    if not Path(tool).exists():
+        pytest.skip(f"{tool} not installed")
+
+
+@pytest.fixture(scope="session")
+def small_config() -> Config:
+    return load_config(SMALL)
+
+
+@pytest.fixture(scope="session")
+def small_files(small_config: Config) -> dict[str, str]:
+    return generate(small_config, Options(config_name="tests/generate/fixtures/small.yaml"))
+
+
+@pytest.fixture(scope="session")
+def small_dir(small_files: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("generated")
+    write(small_files, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def scaled_dir(small_config: Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("scaled")
+    write(generate(small_config, Options(time_scale=60)), out)
+    return out

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from monitor.escaping import (
+    comment,
+    matchers,
+    promql_regex_literal,
+    promql_string,
+    template_literal,
+    yaml_text,
+)
+from tests.generate.conftest import PROMTOOL, need, run_tool
+
+NASTY = ['plain', 'with "quotes"', "back\\slash", "new\nline", "tab\there", "ünïcødé — 模型", "{{ $value }}",
+         "line\u2028sep", "bell\a"]
+
+
+def test_promql_string_escapes_quotes_backslashes_and_control_characters():
+    assert promql_string('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
+    assert promql_string("x\u2028y") == '"x\\u2028y"'
+    assert promql_string("模型") == '"模型"'
+
+
+def test_regex_literal_matches_values_literally():
+    assert promql_regex_literal(["a.b", "c|d"]) == '"a\\\\.b|c\\\\|d"'
+
+
+def test_matchers_refuse_invalid_label_names():
+    with pytest.raises(ValueError):
+        matchers({"bad-name": "x"})
+
+
+def test_template_literal_neutralises_go_template_actions():
+    assert template_literal("model {{ x }}") == 'model {{ "{{" }} x }}'
+
+
+def test_comment_cannot_break_out_of_a_yaml_comment():
+    assert "\n" not in comment("a\nb\r\nc\u2028d")
+
+
+@pytest.mark.parametrize("value", NASTY)
+def test_yaml_round_trips_awkward_values(value):
+    import yaml
+
+    assert yaml.safe_load(yaml_text({"k": value}))["k"] == value
+
+
+def test_every_escaped_value_parses_in_promql(tmp_path):
+    need(PROMTOOL)
+    rules = [{"record": f"test:escaped:{i}", "expr": f"up{{deployment={promql_string(v)}}} or "
+              f"up{{deployment=~{promql_regex_literal([v])}}}"} for i, v in enumerate(NASTY)]
+    path = tmp_path / "escaped.yml"
+    path.write_text(yaml_text({"groups": [{"name": "escaped", "rules": rules}]}), encoding="utf-8")
+    res = run_tool(PROMTOOL, "check", "rules", str(path))
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -1,0 +1,61 @@
+"""The generated files pass the real tools: promtool check/test and amtool."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.generate.conftest import AMTOOL, PROMTOOL, need, run_tool
+
+
+@pytest.mark.parametrize("which", ["small_dir", "scaled_dir"])
+def test_promtool_checks_config_rules_and_runs_the_generated_rule_tests(which, request):
+    need(PROMTOOL)
+    alerts = request.getfixturevalue(which) / "alerts"
+    rules = sorted(str(p) for p in (alerts / "rules").glob("*.rules.yml"))
+    res = run_tool(PROMTOOL, "check", "rules", *rules)
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run_tool(PROMTOOL, "check", "config", "prometheus.yml", cwd=alerts)
+    assert res.returncode == 0, res.stdout + res.stderr
+    tests = sorted(str(p.relative_to(alerts)) for p in (alerts / "tests").glob("*.test.yml"))
+    assert tests
+    if which == "scaled_dir":
+        tests = ["tests/kimi-pd.test.yml"]  # same cases at 1/60 time; one file keeps the suite quick
+    # One promtool per file, side by side: the files are independent and the simulation is CPU-bound.
+    procs = [subprocess.Popen([PROMTOOL, "test", "rules", t], cwd=alerts, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for t in tests]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, out
+
+
+def test_generated_tests_cover_breach_healthy_and_idle_for_each_sli(small_files):
+    import yaml
+
+    doc = yaml.safe_load(small_files["alerts/tests/kimi-pd.test.yml"])
+    names = [t["name"] for t in doc["tests"]]
+    for sli in ("tpot", "ttft"):
+        for case in ("fast burn pages", "medium burn pages via 6h/30m only", "healthy stays quiet",
+                     "no traffic stays quiet", "slow burn tickets, does not page"):
+            assert f"kimi-pd {sli}: {case}" in names
+    fast = next(t for t in doc["tests"] if t["name"] == "kimi-pd tpot: fast burn pages")
+    assert len(fast["alert_rule_test"][0]["exp_alerts"]) == 2  # both page pairs
+    quiet = next(t for t in doc["tests"] if t["name"] == "kimi-pd tpot: no traffic stays quiet")
+    assert all(a["exp_alerts"] == [] for a in quiet["alert_rule_test"])
+
+
+def test_amtool_accepts_the_alertmanager_config(small_dir):
+    need(AMTOOL)
+    res = run_tool(AMTOOL, "check-config", str(small_dir / "alerts/alertmanager.yml"))
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_alertmanager_routes_pages_and_inhibits_tickets(small_files):
+    import yaml
+
+    am = yaml.safe_load(small_files["alerts/alertmanager.yml"])
+    assert am["route"]["group_by"] == ["deployment", "alertname"]
+    assert am["route"]["routes"][0] == {"receiver": "page", "matchers": ['severity="page"'], "repeat_interval": "1h"}
+    assert am["inhibit_rules"][0]["equal"] == ["deployment", "sli"]
+    assert all(w["send_resolved"] for r in am["receivers"] for w in r["webhook_configs"])
