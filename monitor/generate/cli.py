@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Alertmanager ticket receiver (env SLO_MONITOR_TICKET_WEBHOOK_URL)")
     p.add_argument("--alertmanager", default="127.0.0.1:9093", help="host:port Prometheus sends alerts to")
     p.add_argument("--namespace", default="monitoring", help="namespace of the Kubernetes manifests")
+    p.add_argument("--format", choices=("prometheus", "openslo", "sloth"), default="prometheus",
+                   help="prometheus (default): everything above; openslo: OpenSLO v1 SLO documents under "
+                        "openslo/; sloth: Sloth prometheus/v1 specs under sloth/")
     p.set_defaults(func=run)
 
 
@@ -41,10 +44,30 @@ def options_from(args: argparse.Namespace) -> Options:
                    namespace=args.namespace, config_name=Path(args.config).as_posix())
 
 
+def _interop(config, fmt: str) -> dict[str, str]:
+    if fmt == "openslo":
+        from monitor.generate.openslo import render_openslo
+
+        return render_openslo(config)
+    from monitor.generate.sloth import render_sloth
+
+    return render_sloth(config)
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    files = generate(config, options_from(args))
     out = Path(args.out)
+    if args.format != "prometheus":
+        # Interop specs are for other tools' repos: written where asked, not part of --check's tree.
+        files = _interop(config, args.format)
+        for rel, text in sorted(files.items()):
+            path = out / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"  {path}")
+        print(f"slo-monitor generate --format {args.format}: {len(files)} files under {out}")
+        return 0
+    files = generate(config, options_from(args))
     if args.check:
         problems = check(files, out)
         for line in problems:

@@ -50,6 +50,16 @@ def generate(files: list[str], *, fmt: str = "yaml", ttft_target: float | None =
     page_warnings: list[str] = []
     origin: dict[str, str] = {}
     for file in files:
+        if _is_openslo(file):
+            # OpenSLO in: the SLOs someone already wrote, as deployments of this config.
+            from monitor.config import load_config
+
+            imported = load_config(file).deployments
+            notes += [f"{file}: {d.name}: imported from OpenSLO" for d in imported]
+            for d in imported:
+                origin.setdefault(d.name, file)
+            deployments += imported
+            continue
         result = import_recipe(file, ttft_target=ttft_target, add_bucket_flags=add_bucket_flags)
         for d in result.deployments:
             if d.name in origin:
@@ -68,6 +78,14 @@ def generate(files: list[str], *, fmt: str = "yaml", ttft_target: float | None =
         + "".join(f"\nPage warning: {w}" for w in page_warnings)
     )
     return render(deployments, fmt, header=header), notes
+
+
+def _is_openslo(file: str) -> bool:
+    path = Path(file)
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        return False
+    head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+    return "apiVersion: openslo/" in head
 
 
 def run_import(args: argparse.Namespace) -> int:
