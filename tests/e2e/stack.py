@@ -1,0 +1,223 @@
+"""The real paging stack for end-to-end tests, all on 127.0.0.1, all stopped on teardown.
+
+emulated SGLang (mixed + PD pair) -> real sglang-router in front of the PD pair
+  -> sidecar (`slo-monitor run`) and real Prometheus 2.42 with generated config + rules (time-scaled)
+  -> real Alertmanager with the generated routing -> a webhook receiver in the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from monitor.config import Config, parse_config
+from monitor.emulate import Emulator, find_free_base_port, plan
+from monitor.emulate.router import RouterProcess, launch_router
+from tests.conftest import free_port
+
+TIME_SCALE = 60  # 1h window -> 60 s, 5m -> 5 s, `for: 2m` -> 2 s (see monitor/generate/options.py)
+
+BASE_CONFIG = {
+    "sidecar": {"scrape_interval_seconds": 1, "scrape_timeout_seconds": 1},
+    "deployments": [
+        {"name": "mixed-a", "model": "Kimi-K2.6", "hardware": "Atlas 800I A3", "cards": 8, "mode": "pd-mixed",
+         "tpot_target_seconds": 0.04, "ttft_target_seconds": 2.0, "input_tokens": 512, "output_tokens": 48,
+         "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"}]},
+        {"name": "pd-b", "model": "Kimi-K2.6", "hardware": "Atlas 800I A3", "cards": 16,
+         "mode": "pd-disaggregated", "tpot_target_seconds": 0.04, "ttft_target_seconds": 2.0,
+         "input_tokens": 512, "output_tokens": 48,
+         "targets": [{"role": "prefill", "url": "http://127.0.0.1:1/metrics"},
+                     {"role": "decode", "url": "http://127.0.0.1:2/metrics"},
+                     {"role": "router", "url": "http://127.0.0.1:3/metrics"}]},
+    ],
+}
+RATES: dict[str, float] = {}  # the emulator's nominal rates: ~40 % of the binding resource busy
+
+
+class Webhook:
+    """Alertmanager webhook receiver: keeps every notification with its arrival time."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[float, str, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with hook.lock:
+                    hook.messages.append((time.time(), self.path, json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def alerts(self, since: float = 0.0) -> list[tuple[float, str, str, dict[str, Any]]]:
+        """(received, receiver path, status, alert) for every alert in every notification."""
+        with self.lock:
+            msgs = list(self.messages)
+        return [(t, path, a["status"], a) for t, path, m in msgs if t >= since for a in m["alerts"]]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class EmulatorThread:
+    """The emulator on its own event loop, so the test thread stays synchronous."""
+
+    def __init__(self, config: Config, base_port: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.emulator = Emulator(config, base_port, speed=1.0, seed=11, rates=RATES)
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.emulator.start(), self.loop).result(30)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.emulator.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def http_json(url: str, data: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
+    req = urllib.request.Request(url, data=json.dumps(data).encode() if data is not None else None,
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        body = resp.read()
+    return json.loads(body) if body else None
+
+
+def wait_until(pred, timeout: float, interval: float = 0.5, what: str = "condition"):  # noqa: ANN001
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Stack:
+    tmp: Path
+    config: Config
+    control_url: str
+    sidecar_url: str
+    prometheus_url: str
+    alertmanager_url: str
+    webhook: Webhook
+    router: RouterProcess | None
+    emulator: EmulatorThread
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        url = f"{self.prometheus_url}/api/v1/query?query={urllib.parse.quote(expr)}"
+        return http_json(url)["data"]["result"]
+
+    def incident(self, deployment: str, kind: str, **extra: Any) -> float:
+        t = time.time()
+        http_json(f"{self.control_url}/control/incident", {"deployment": deployment, "kind": kind, **extra})
+        return t
+
+    def clear(self) -> float:
+        t = time.time()
+        http_json(f"{self.control_url}/control/clear", {})
+        return t
+
+    def status(self) -> dict[str, Any]:
+        return http_json(f"{self.sidecar_url}/api/v1/status")
+
+    def close(self) -> None:
+        for name, proc in reversed(list(self.procs.items())):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            log = self.tmp / f"{name}.log"
+            if log.exists():
+                (self.tmp / f"{name}.log.kept").write_bytes(log.read_bytes()[-20000:])
+        if self.router is not None:
+            self.router.stop()
+        self.emulator.stop()
+        self.webhook.stop()
+
+
+def _spawn(stack: Stack, name: str, argv: list[str]) -> None:
+    log = open(stack.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+    stack.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=stack.tmp)
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def start_stack(tmp: Path) -> Stack:
+    for tool in ("prometheus", "prometheus-alertmanager", "smg"):
+        if not shutil.which(tool) and not (Path(sys.executable).parent / tool).exists():
+            raise RuntimeError(f"{tool} is not installed (apt-get install prometheus prometheus-alertmanager; "
+                               "pip install sglang-router)")
+    base_cfg = parse_config(BASE_CONFIG)
+    base_port = find_free_base_port(plan(base_cfg, 0).port_count)
+    emulator = EmulatorThread(base_cfg, base_port)
+    webhook = Webhook()
+    stack = Stack(tmp, base_cfg, emulator.emulator.control_url, "", "", "", webhook, None, emulator)
+    try:
+        local = emulator.emulator.localized_config()
+        stack.router = launch_router(emulator.emulator.layout.deployment("pd-b"), log_path=tmp / "router.log")
+        side_port, prom_port, am_port = free_port(), free_port(), free_port()
+        local = local.model_copy(update={"sidecar": local.sidecar.model_copy(update={
+            "listen_port": side_port, "recording_path": str(tmp / "recording.sqlite")})})
+        stack.config = local
+        cfg_path = tmp / "config.yaml"
+        cfg_path.write_text(yaml.safe_dump(local.model_dump(mode="json", exclude_none=True), sort_keys=False))
+        gen = tmp / "gen"
+        subprocess.run([sys.executable, "-m", "monitor", "generate", "-c", str(cfg_path), "--out", str(gen),
+                        "--time-scale", str(TIME_SCALE),
+                        "--page-webhook-url", f"http://127.0.0.1:{webhook.port}/page",
+                        "--ticket-webhook-url", f"http://127.0.0.1:{webhook.port}/ticket",
+                        "--alertmanager", f"127.0.0.1:{am_port}"], check=True, capture_output=True)
+        _spawn(stack, "sidecar", [sys.executable, "-m", "monitor", "run", "-c", str(cfg_path)])
+        _spawn(stack, "alertmanager", [
+            "prometheus-alertmanager", f"--config.file={gen / 'alerts' / 'alertmanager.yml'}",
+            f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
+            "--cluster.listen-address="])
+        _spawn(stack, "prometheus", [
+            "prometheus", f"--config.file={gen / 'alerts' / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'prom-data'}", f"--web.listen-address=127.0.0.1:{prom_port}"])
+        stack.sidecar_url = f"http://127.0.0.1:{side_port}"
+        stack.prometheus_url = f"http://127.0.0.1:{prom_port}"
+        stack.alertmanager_url = f"http://127.0.0.1:{am_port}"
+        wait_until(lambda: _ready(stack.sidecar_url + "/healthz"), 30, what="sidecar")
+        wait_until(lambda: _ready(stack.alertmanager_url + "/-/ready"), 30, what="alertmanager")
+        wait_until(lambda: _ready(stack.prometheus_url + "/-/ready"), 30, what="prometheus")
+        return stack
+    except BaseException:
+        stack.close()
+        raise

@@ -1,0 +1,123 @@
+"""Paging end to end against real Prometheus 2.42, Alertmanager 0.25 and sglang-router 0.3.2.
+
+The tests run in file order on one stack (module fixture), each leaving it healthy for the next.
+Rules are generated with --time-scale 60, so the 1h/5m page pair is 60 s/5 s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.stack import TIME_SCALE, Stack, start_stack, wait_until
+
+pytestmark = pytest.mark.e2e
+LATENCIES: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Stack:
+    try:
+        s = start_stack(tmp_path_factory.mktemp("stack"))
+    except RuntimeError as err:
+        pytest.skip(str(err))
+    try:
+        yield s
+    finally:
+        s.close()
+        out = Path(__file__).resolve().parents[2] / "var" / "e2e-paging.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps({"time_scale": TIME_SCALE, "breach_to_page_seconds": LATENCIES}, indent=1))
+        print(f"\nbreach-to-page latency (time scale {TIME_SCALE}): {LATENCIES}")
+
+
+def pages(stack: Stack, since: float, status: str = "firing", **labels: str) -> list:
+    out = []
+    for t, path, st, alert in stack.webhook.alerts(since):
+        lab = alert["labels"]
+        if path == "/page" and st == status and all(lab.get(k) == v for k, v in labels.items()):
+            out.append((t, alert))
+    return out
+
+
+def slo_pages(stack: Stack, since: float, deployment: str) -> list:
+    return [p for p in pages(stack, since, deployment=deployment) if p[1]["labels"]["alertname"].startswith("SLO")]
+
+
+def test_stack_scrapes_everything_and_stays_quiet_when_healthy(stack):
+    t0 = time.time()
+    wait_until(lambda: len(stack.query('up{role=~"server|prefill|decode|router|sidecar"} == 1')) >= 5, 60,
+               what="all targets up in Prometheus")
+    # Windows need data before the SLI exists: wait for the 5m (5 s) recording of both deployments.
+    wait_until(lambda: len(stack.query('slo_monitor:sli_total:rate5m{sli="tpot"} > 0')) == 2, 90,
+               what="TPOT SLI recorded for both deployments")
+    time.sleep(15)
+    firing = stack.query('ALERTS{alertstate="firing",severity="page"}')
+    assert not firing, firing
+    assert not pages(stack, t0)
+
+
+def test_router_metrics_reach_prometheus_and_the_sidecar(stack):
+    wait_until(lambda: stack.query('smg_worker_health{deployment="pd-b",role="router"} == 1'), 60,
+               what="router worker health in Prometheus")
+    router = next(t for d in stack.status()["deployments"] if d["name"] == "pd-b"
+                  for t in d["targets"] if t["role"] == "router")
+    assert router["up"] and router["detail"]["workers_healthy"] == 2
+
+
+def test_tpot_regression_pages_that_deployment_only_and_resolves(stack):
+    t0 = stack.incident("mixed-a", "tpot_regression", factor=4)
+    got = wait_until(lambda: pages(stack, t0, alertname="SLOErrorBudgetBurnFast", deployment="mixed-a", sli="tpot"),
+                     120, what="TPOT page for mixed-a")
+    t_page, alert = got[0]
+    LATENCIES["tpot_regression"] = round(t_page - t0, 2)
+    ann = alert["annotations"]
+    assert ann["deployment"] == "mixed-a" and ann["sli"] == "tpot" and ann["target_seconds"] == "0.04"
+    # Whichever page pair fires first (1h/5m at 14.4x or 6h/30m at 6x), its value is over its threshold.
+    assert float(ann["burn_rate"]) > float(alert["labels"]["burn_rate_threshold"]) and "mixed-a" in ann["summary"]
+    assert alert["labels"]["severity"] == "page"
+    # The sidecar sees the same breach in its own series.
+    dep = next(d for d in stack.status()["deployments"] if d["name"] == "mixed-a")
+    tpot = next(s for s in dep["slis"] if s["sli"] == "tpot")
+    assert tpot["breaching"]
+    t_clear = stack.clear()
+    wait_until(lambda: pages(stack, t_clear, status="resolved", alertname="SLOErrorBudgetBurnFast",
+                             deployment="mixed-a", sli="tpot"), 120, what="TPOT page resolved")
+    LATENCIES["tpot_recovery_to_resolved"] = round(time.time() - t_clear, 2)
+    assert not slo_pages(stack, t0, "pd-b")  # only the deployment that breached
+
+
+def test_ttft_breach_on_the_pd_decode_server_pages(stack):
+    t0 = stack.incident("pd-b", "ttft_spike", factor=10)
+    got = wait_until(lambda: pages(stack, t0, alertname="SLOErrorBudgetBurnFast", deployment="pd-b", sli="ttft"),
+                     120, what="TTFT page for pd-b")
+    LATENCIES["ttft_spike"] = round(got[0][0] - t0, 2)
+    t_clear = stack.clear()
+    wait_until(lambda: pages(stack, t_clear, status="resolved", alertname="SLOErrorBudgetBurnFast",
+                             deployment="pd-b", sli="ttft"), 120, what="TTFT page resolved")
+    assert not slo_pages(stack, t0, "mixed-a")
+
+
+def test_server_restart_resets_counters_without_a_false_page(stack):
+    t0 = stack.incident("mixed-a", "restart")
+    wait_until(lambda: any(t["counter_resets"] >= 1 for d in stack.status()["deployments"] if d["name"] == "mixed-a"
+                           for t in d["targets"] if t["role"] == "server"), 30, what="sidecar saw the reset")
+    time.sleep(20)
+    assert not slo_pages(stack, t0, "mixed-a")
+    burn = stack.query('slo_monitor_sli_burn_rate{deployment="mixed-a",window="5m"}')
+    assert burn and max(float(b["value"][1]) for b in burn) < 14.4
+
+
+def test_dead_target_raises_target_down_not_an_slo_page(stack):
+    t0 = stack.incident("pd-b", "down", role="prefill", duration_seconds=30)
+    got = wait_until(lambda: pages(stack, t0, alertname="SGLangTargetDown", deployment="pd-b", role="prefill"),
+                     90, what="target-down page for the pd-b prefill server")
+    LATENCIES["target_down"] = round(got[0][0] - t0, 2)
+    status = next(d for d in stack.status()["deployments"] if d["name"] == "pd-b")
+    prefill = next(t for t in status["targets"] if t["role"] == "prefill")
+    assert not prefill["up"] and "connection failed" in prefill["last_error"]
+    assert not slo_pages(stack, t0, "pd-b")
+    stack.clear()
