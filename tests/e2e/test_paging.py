@@ -121,3 +121,38 @@ def test_dead_target_raises_target_down_not_an_slo_page(stack):
     assert not prefill["up"] and "connection failed" in prefill["last_error"]
     assert not slo_pages(stack, t0, "pd-b")
     stack.clear()
+
+
+def test_router_engine_metrics_renaming_or_500_gets_a_clear_status(stack):
+    """The router's /engine_metrics renames sglang: to sglang_ and 500s when workers' label sets differ."""
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    import aiohttp
+
+    from monitor.config import parse_config
+    from monitor.scrape.loop import Scraper
+
+    url = f"{stack.router.url}/engine_metrics"
+    try:
+        body = urllib.request.urlopen(url, timeout=10).read().decode()
+        code = 200
+    except urllib.error.HTTPError as err:
+        body, code = err.read().decode(), err.code
+    cfg = parse_config({"deployments": [{"name": "via-router", "tpot_target_seconds": 0.04, "targets": [
+        {"role": "decode", "source": "router-engine-metrics", "url": url}]}]})
+    scraper = Scraper(cfg)
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            await scraper.cycle(s)
+
+    asyncio.run(go())
+    st = next(iter(scraper.statuses.values()))
+    if code == 200:
+        assert "sglang_" in body and "sglang:" not in body.replace("# HELP sglang:", "").replace("# TYPE sglang:", "")
+        assert st.up and st.samples > 0  # the renamed names were understood
+    else:
+        assert code == 500 and "Label names should agree" in body
+        assert not st.up and "scrape the workers directly" in st.last_error
