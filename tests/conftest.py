@@ -35,3 +35,20 @@ def real_text() -> str:
 @pytest.fixture(scope="session")
 def real_openmetrics() -> str:
     return REAL_OM.read_text()
+
+
+async def serve_routes(routes: dict) -> tuple:
+    """Serve aiohttp handlers ({path: handler}) on 127.0.0.1:<free>; returns (runner, base URL).
+
+    The caller awaits `runner.cleanup()` when done."""
+    from aiohttp import web
+
+    app = web.Application()
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    return runner, f"http://127.0.0.1:{port}"

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from monitor.config import parse_config
 from monitor.sidecar import Sidecar
+from tests.conftest import serve_routes
 from tests.slo.helpers import exposition
 
 
@@ -24,18 +25,12 @@ async def _sidecar_with_traffic(token=None):
     async def handler(request):
         return web.Response(text=texts[state["n"]])
 
-    app = web.Application()
-    app.router.add_get("/metrics", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, base = await serve_routes({"/metrics": handler})
     cfg = parse_config({
         "sidecar": {"api_bearer_token": token},
         "deployments": [
             {"name": "busy", "tpot_target_seconds": 0.04, "ttft_target_seconds": 1.0,
-             "targets": [{"role": "server", "url": f"http://127.0.0.1:{port}/metrics"}]},
+             "targets": [{"role": "server", "url": f"{base}/metrics"}]},
             {"name": "idle", "tpot_target_seconds": 0.05, "targets": []},
         ],
     })

@@ -11,7 +11,7 @@ from aiohttp import web
 from monitor.config import parse_config
 from monitor.sidecar import Sidecar
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
-from tests.conftest import SHARED_FIXTURES
+from tests.conftest import SHARED_FIXTURES, serve_routes
 
 A3 = SHARED_FIXTURES / "npu-smi" / "910_93_info_nputop-test-npusmi25.2.0_mixedprocs.txt"
 
@@ -26,19 +26,13 @@ def test_accelerator_series_from_npu_smi_and_dcgm(tmp_path):
         async def dcgm(request):
             return web.Response(text=(SHARED_FIXTURES / "dcgm_exporter_sample.txt").read_text())
 
-        app = web.Application()
-        app.router.add_get("/metrics", dcgm)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
+        runner, base = await serve_routes({"/metrics": dcgm})
         cfg = parse_config({
             "sidecar": {"scrape_interval_seconds": 2, "scrape_timeout_seconds": 1},
             "deployments": [{"name": "a3", "tpot_target_seconds": 0.1, "targets": [
                 {"role": "npu", "source": "npu-smi", "command": [str(fake)], "node": "node-a"},
                 {"role": "npu", "source": "npu-smi", "command": [str(hang)], "node": "node-b"},
-                {"role": "gpu", "source": "dcgm", "url": f"http://127.0.0.1:{port}/metrics"},
+                {"role": "gpu", "source": "dcgm", "url": f"{base}/metrics"},
             ]}],
         })
         sc = Sidecar(cfg)

@@ -16,6 +16,7 @@ from aiohttp import web
 from monitor.config import parse_config
 from monitor.record.store import Recording, RecordingError
 from monitor.sidecar import Sidecar
+from tests.conftest import serve_routes
 from tests.slo.helpers import exposition
 
 
@@ -31,13 +32,8 @@ async def _server(state):
     async def handler(request):
         return web.Response(text=exposition(tpot=[0.03] * state["good"] + [0.2] * state["bad"]))
 
-    app = web.Application()
-    app.router.add_get("/metrics", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]
+    runner, base = await serve_routes({"/metrics": handler})
+    return runner, int(base.rsplit(":", 1)[1])
 
 
 def _config(port, path):

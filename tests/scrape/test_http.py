@@ -10,22 +10,25 @@ import pytest
 from aiohttp import web
 
 from monitor.scrape.http import fetch
-from tests.conftest import REAL_TEXT, ROUTER_500, free_port
-
-
-async def _serve(handler) -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    app.router.add_get("/metrics", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    return runner, f"http://127.0.0.1:{port}/metrics"
+from tests.conftest import REAL_TEXT, ROUTER_500, free_port, serve_routes
 
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def fetch_from(handler, **kwargs):
+    """Serve `handler` at /metrics and fetch it once with `kwargs` (timeout, max_bytes)."""
+
+    async def go():
+        runner, base = await serve_routes({"/metrics": handler})
+        try:
+            async with aiohttp.ClientSession() as s:
+                return await fetch(s, base + "/metrics", **kwargs)
+        finally:
+            await runner.cleanup()
+
+    return run(go())
 
 
 def test_accept_header_keeps_colon_names_and_gzip_is_decoded():
@@ -36,15 +39,7 @@ def test_accept_header_keeps_colon_names_and_gzip_is_decoded():
         body = gzip.compress(REAL_TEXT.read_bytes())
         return web.Response(body=body, headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
 
-    async def go():
-        runner, url = await _serve(handler)
-        try:
-            async with aiohttp.ClientSession() as s:
-                return await fetch(s, url, timeout=5, max_bytes=10_000_000)
-        finally:
-            await runner.cleanup()
-
-    res = run(go())
+    res = fetch_from(handler, timeout=5, max_bytes=10_000_000)
     assert res.ok and "sglang:time_to_first_token_seconds_bucket" in res.text
     assert seen["accept"].startswith("text/plain;version=0.0.4") and "openmetrics" not in seen["accept"]
 
@@ -67,15 +62,7 @@ def test_trickling_target_times_out():
             await asyncio.sleep(0.1)
         return resp
 
-    async def go():
-        runner, url = await _serve(handler)
-        try:
-            async with aiohttp.ClientSession() as s:
-                return await fetch(s, url, timeout=0.5, max_bytes=10_000_000)
-        finally:
-            await runner.cleanup()
-
-    res = run(go())
+    res = fetch_from(handler, timeout=0.5, max_bytes=10_000_000)
     assert not res.ok and "timed out after 0.5s" in res.error
 
 
@@ -92,15 +79,7 @@ def test_oversized_response_is_cut_at_the_limit(declare_length):
             await resp.write(big[i : i + 65536])
         return resp
 
-    async def go():
-        runner, url = await _serve(handler)
-        try:
-            async with aiohttp.ClientSession() as s:
-                return await fetch(s, url, timeout=5, max_bytes=100_000)
-        finally:
-            await runner.cleanup()
-
-    res = run(go())
+    res = fetch_from(handler, timeout=5, max_bytes=100_000)
     assert not res.ok and "exceeds the limit of 100000" in res.error
 
 
@@ -108,15 +87,7 @@ def test_router_engine_metrics_500_keeps_its_body_in_the_error():
     async def handler(request):
         return web.Response(status=500, text=ROUTER_500.read_text())
 
-    async def go():
-        runner, url = await _serve(handler)
-        try:
-            async with aiohttp.ClientSession() as s:
-                return await fetch(s, url, timeout=5, max_bytes=100_000)
-        finally:
-            await runner.cleanup()
-
-    res = run(go())
+    res = fetch_from(handler, timeout=5, max_bytes=100_000)
     assert not res.ok and res.status == 500 and "Label names should agree" in res.error
 
 
@@ -133,13 +104,5 @@ def test_hundred_megabyte_response_is_cut_without_reading_it_all():
             pass
         return resp
 
-    async def go():
-        runner, url = await _serve(handler)
-        try:
-            async with aiohttp.ClientSession() as s:
-                return await fetch(s, url, timeout=20, max_bytes=8 * 1024 * 1024)
-        finally:
-            await runner.cleanup()
-
-    res = run(go())
+    res = fetch_from(handler, timeout=20, max_bytes=8 * 1024 * 1024)
     assert not res.ok and "exceeds the limit" in res.error and res.bytes <= 8 * 1024 * 1024

@@ -10,18 +10,7 @@ from aiohttp import web
 
 from monitor.config import parse_config
 from monitor.scrape.loop import Scraper
-from tests.conftest import REAL_TEXT, ROUTER_500, ROUTER_METRICS, free_port
-
-
-async def _app(routes) -> tuple[web.AppRunner, int]:
-    app = web.Application()
-    for path, handler in routes.items():
-        app.router.add_get(path, handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]
+from tests.conftest import REAL_TEXT, ROUTER_500, ROUTER_METRICS, free_port, serve_routes
 
 
 def test_cycle_records_status_per_target_and_slow_ones_do_not_delay_fast_ones():
@@ -42,9 +31,8 @@ def test_cycle_records_status_per_target_and_slow_ones_do_not_delay_fast_ones():
         return web.Response(status=500, text=ROUTER_500.read_text())
 
     async def go():
-        runner, port = await _app({"/good": good, "/slow": slow, "/garbage": garbage, "/router": router,
-                                   "/engine": engine500})
-        u = f"http://127.0.0.1:{port}"
+        runner, u = await serve_routes({"/good": good, "/slow": slow, "/garbage": garbage, "/router": router,
+                                        "/engine": engine500})
         cfg = parse_config({
             "sidecar": {"scrape_interval_seconds": 2, "scrape_timeout_seconds": 1},
             "deployments": [{

@@ -1,0 +1,34 @@
+"""`slo-monitor analyze` through the real CLI: clear errors, and a report written from a recording."""
+
+from __future__ import annotations
+
+from monitor.cli import main
+from tests.analyze.conftest import EPOCH, T1, T2
+from tests.conftest import free_port
+
+
+def test_unreachable_prometheus_is_one_clear_error(capsys, tmp_path):
+    port = free_port()  # nothing listens there
+    rc = main(["analyze", "-d", "llama", "--from=-1h", "--to", "now", "--prometheus", f"http://127.0.0.1:{port}",
+               "-o", str(tmp_path / "r"), "--timeout", "3"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"cannot reach Prometheus at http://127.0.0.1:{port}" in err
+    assert "Traceback" not in err
+
+
+def test_bad_times_and_missing_recording_are_clear(capsys, tmp_path):
+    assert main(["analyze", "-d", "x", "--from", "soon", "--to", "now", "--recording", str(tmp_path / "r.db")]) == 2
+    assert "not a time: 'soon'" in capsys.readouterr().err
+    assert main(["analyze", "-d", "x", "--from=-1h", "--to", "now", "--recording", str(tmp_path / "r.db")]) == 2
+    assert "no recording here" in capsys.readouterr().err
+
+
+def test_cli_writes_the_reports_and_shows_progress(overheat_run, capsys, tmp_path):
+    out = tmp_path / "report"
+    rc = main(["analyze", "-d", "llama", "--from", str(EPOCH + T1), "--to", str(EPOCH + T2), "--window", "1m",
+               "--recording", str(overheat_run.recording), "-o", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "analyze: reading" in cap.err and "Likely cause: accelerator temperature" in cap.out
+    assert {p.name for p in out.iterdir()} == {"report.md", "report.html", "report.json", "plots"}
+    assert (out / "plots" / "tpot-movers.png").stat().st_size > 10_000
