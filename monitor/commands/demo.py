@@ -136,7 +136,7 @@ async def run_demo(args: argparse.Namespace) -> int:
         for r in routers:
             await asyncio.to_thread(r.stop)
         await emulator.stop()
-        shutil.rmtree(tmp, ignore_errors=True) if not args.recording else None
+        shutil.rmtree(tmp, ignore_errors=True)  # router log and the default recording live here
 
 
 def _demo(args: argparse.Namespace) -> int:
