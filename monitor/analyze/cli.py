@@ -1,0 +1,99 @@
+"""`slo-monitor analyze`: post-incident report of one deployment from Prometheus or the sidecar's recording."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+
+from monitor.analyze.report import Report, analyze
+from monitor.conventions import SLIS, parse_duration
+from monitor.record.store import RecordingError
+
+
+def _progress(msg: str) -> None:
+    print(f"analyze: {msg}", file=sys.stderr, flush=True)
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float(parse_duration(text))
+
+
+def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.time,
+                 progress: Callable[[str], None] = _progress) -> Report:
+    from monitor.analyze.timeparse import parse_time
+    from monitor.config import load_config
+
+    config = load_config(args.config) if args.config else None
+    dep_cfg = config.deployment(args.deployment) if config else None
+    t_now = now()
+    t1, t2 = parse_time(args.from_, t_now), parse_time(args.to, t_now)
+    if t2 <= t1:
+        raise ValueError(f"--to ({args.to}) must be after --from ({args.from_})")
+    window = _seconds(args.window)
+    step = _seconds(args.step) if args.step else None
+    span = t2 - t1
+    start = t1 - span - window
+    if args.prometheus:
+        from monitor.analyze.prometheus import PrometheusError, load_prometheus
+
+        try:
+            ds = asyncio.run(load_prometheus(args.prometheus, args.deployment, start, t2, span,
+                                             deployment_config=dep_cfg, step=step, progress=progress,
+                                             timeout=args.timeout))
+        except PrometheusError as err:
+            raise ValueError(str(err)) from None
+    else:
+        from monitor.analyze.recording import load_recording
+
+        path = args.recording or (config.sidecar.recording_path if config else None)
+        if not path:
+            raise ValueError("give --prometheus URL or --recording FILE (or a config with sidecar.recording_path)")
+        try:
+            ds = load_recording(path, args.deployment, start - (step or 0), t2, deployment_config=dep_cfg,
+                                step=step, progress=progress)
+        except RecordingError as err:
+            raise ValueError(str(err)) from None
+    progress(f"analysing {len(ds.times)} steps of {ds.step:g} s, {len(ds.series)} series ...")
+    return analyze(ds, t1, t2, window, args.sli or None)
+
+
+def _handler(args: argparse.Namespace) -> int:
+    from monitor.analyze.output import write_report
+
+    rep = build_report(args)
+    paths = write_report(rep, args.output)
+    primary = rep.primary
+    if primary is not None:
+        from monitor.analyze.fmt import summary
+
+        print(summary(rep, primary))
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "analyze", help="post-incident report: breach timeline, percentiles vs baseline, what moved with it",
+        description="Analyse one deployment between two times from Prometheus or the sidecar's recording, and "
+                    "write report.md, a self-contained report.html and report.json.")
+    p.add_argument("--deployment", "-d", required=True, help="deployment name (the `deployment` label)")
+    p.add_argument("--from", dest="from_", required=True, metavar="T1",
+                   help="start of the incident: RFC3339, unix seconds, `now` or relative like now-2h (or --from=-2h)")
+    p.add_argument("--to", required=True, metavar="T2", help="end of the incident (same forms; e.g. now)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
+    src.add_argument("--recording", metavar="FILE", help="the sidecar's SQLite recording")
+    p.add_argument("-c", "--config", help="config with the deployment's targets, objective and recipe baseline")
+    p.add_argument("-o", "--output", default="slo-report", help="report directory (default: slo-report)")
+    p.add_argument("--window", default="5m", help="SLI short window for the breach timeline (default 5m)")
+    p.add_argument("--step", help="analysis step (default: span/300 rounded, at least the scrape interval)")
+    p.add_argument("--sli", action="append", choices=SLIS, help="analyse only this SLI (repeatable)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus query (default 30)")
+    p.set_defaults(func=_handler)

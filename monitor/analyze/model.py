@@ -1,0 +1,91 @@
+"""The aligned time-series model every source produces and every analysis step reads.
+
+One grid of timestamps (`times`, `step` apart). Histograms are cumulative and reset-adjusted
+(monotone), merged over the deployment's servers, one per grid point: any window's histogram is the
+difference of two points. Other series are plain values per grid point, `None` where the source had
+nothing (target down, family not exported).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from monitor.slo.histogram import Hist
+
+Values = tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class Series:
+    key: str  # stable id, e.g. "load.server.num_queue_reqs"
+    label: str  # what a reader sees, e.g. "queued requests (server)"
+    group: str  # queue | running | kv | cache | spec | pd | router | accelerator | restarts | traffic
+    unit: str
+    values: Values
+
+
+@dataclass(frozen=True)
+class SliSpec:
+    sli: str
+    target: float
+    objective: float
+
+
+@dataclass
+class Dataset:
+    deployment: str
+    source: str  # "recording /path" or "prometheus http://..."
+    times: tuple[float, ...]
+    step: float
+    hists: dict[str, tuple[Hist | None, ...]]
+    series: dict[str, Series]
+    slis: dict[str, SliSpec]
+    period_seconds: float = 30 * 86400.0
+    recipe_means: dict[str, float] = field(default_factory=dict)  # sli -> mean seconds (deployment.baseline)
+    scrape_interval: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def index_at(self, ts: float) -> int:
+        """Index of the last grid point at or before `ts` (0 when `ts` precedes the grid)."""
+        return max(bisect.bisect_right(self.times, ts + 1e-6) - 1, 0)
+
+    def hist_at(self, sli: str, ts: float) -> Hist | None:
+        """The newest histogram at or before `ts` (earlier points fill gaps)."""
+        hs = self.hists.get(sli)
+        if not hs:
+            return None
+        for i in range(self.index_at(ts), -1, -1):
+            if hs[i] is not None:
+                return hs[i]
+        return None
+
+
+def grid(start: float, end: float, step: float) -> tuple[float, ...]:
+    """`start, start+step, ...` up to and including `end` (within float noise)."""
+    n = int((end - start) / step + 1e-9)
+    return tuple(start + i * step for i in range(n + 1))
+
+
+def sample(points: Sequence[tuple[float, float]], times: Sequence[float], max_age: float) -> Values:
+    """Step-align (ts, value) points: each grid time takes the newest point at or before it, if it is no
+    older than `max_age` (Prometheus's lookback, in small)."""
+    ts = [p[0] for p in points]
+    out: list[float | None] = []
+    for t in times:
+        i = bisect.bisect_right(ts, t + 1e-6) - 1
+        out.append(points[i][1] if i >= 0 and t - ts[i] <= max_age else None)
+    return tuple(out)
+
+
+NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+
+
+def choose_step(span: float, scrape_interval: float, points: int = 300) -> float:
+    """span/points rounded up to a nice value, never finer than the scrape interval."""
+    want = max(span / points, scrape_interval)
+    for s in NICE_STEPS:
+        if s >= want - 1e-9:
+            return float(s)
+    return float(want)

@@ -1,0 +1,35 @@
+"""Write a finished Report: report.md (+ plots/*.png), report.html (self-contained), report.json."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from monitor.analyze import html, markdown, plots
+from monitor.analyze.report import Report
+
+
+def _clean(x: Any) -> Any:
+    """JSON has no NaN/Inf: null them (z of a series flat in its baseline can be huge, never infinite)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    return x
+
+
+def write_report(rep: Report, out_dir: str | Path) -> dict[str, Path]:
+    out = Path(out_dir)
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    pngs = plots.render_all(rep)
+    for name, data in pngs.items():
+        (out / "plots" / name).write_bytes(data)
+    paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json"}
+    paths["markdown"].write_text(markdown.render(rep, pngs), encoding="utf-8")
+    paths["html"].write_text(html.render(rep, pngs), encoding="utf-8")
+    paths["json"].write_text(json.dumps(_clean(rep.to_dict()), indent=2) + "\n", encoding="utf-8")
+    return paths

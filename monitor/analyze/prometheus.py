@@ -1,0 +1,288 @@
+"""Source: Prometheus's HTTP API (`/api/v1/query_range`) -> Dataset.
+
+SGLang's histograms are read per process (`sum by (instance, le)`, both `sglang:` and `sglang_`
+spellings, filtered by the `deployment` label that the generated scrape config attaches) and
+reset-adjusted here with the sidecar's own accumulators, then merged: exactly what the sidecar
+records, so both sources give the same windows. Gauges, rates and accelerator readings are
+aggregated in PromQL, each from SGLang/the exporters directly or else from the sidecar's exported
+series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import yaml
+
+from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
+from monitor.analyze.model import Dataset, Series, SliSpec, choose_step, grid
+from monitor.config import Deployment
+from monitor.conventions import (
+    COUNTERS,
+    GAUGES,
+    KV_TRANSFER_LATENCY,
+    M_COUNTER_RESETS,
+    M_LOAD,
+    M_OBJECTIVE,
+    M_SLI_TARGET,
+    RATIO_GAUGES,
+    SLI_FAMILIES,
+    canonical_name,
+    parse_duration,
+    prom_name_regex,
+)
+from monitor.slo.accumulate import HistAccumulator
+from monitor.slo.histogram import Hist, merge
+
+SLI_ROLES = 'role=~"server|decode"'  # a PD prefill server records no TTFT/TPOT/ITL (see slo.engine)
+
+
+class PrometheusError(Exception):
+    """Prometheus unreachable, or a query it refused; the message says which and why."""
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"')
+
+
+class PromClient:
+    def __init__(self, url: str, session: aiohttp.ClientSession, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.session = session
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+
+    async def _get(self, path: str, params: dict[str, str]) -> Any:
+        url = f"{self.url}{path}"
+        try:
+            async with self.session.get(url, params=params, timeout=self.timeout) as resp:
+                text = await resp.text()
+                try:
+                    body = yaml.safe_load(text) if text else None  # JSON is YAML; tolerant of error pages
+                except yaml.YAMLError:
+                    body = None
+                if resp.status != 200 or not isinstance(body, dict) or body.get("status") != "success":
+                    err = body.get("error") if isinstance(body, dict) else text[:200].strip()
+                    raise PrometheusError(f"{url}: HTTP {resp.status}: {err or 'no answer body'}"
+                                          + (f"\n  query: {params['query']}" if "query" in params else ""))
+                return body["data"]
+        except aiohttp.ClientConnectorError as err:
+            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {err.os_error or err}") from None
+        except asyncio.TimeoutError:
+            raise PrometheusError(f"Prometheus at {self.url} did not answer within {self.timeout.total:g} s"
+                                  + (f"\n  query: {params.get('query')}" if "query" in params else "")) from None
+        except aiohttp.ClientError as err:
+            raise PrometheusError(f"Prometheus at {self.url}: {err}") from None
+
+    async def query_range(self, query: str, start: float, end: float, step: float
+                          ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        data = await self._get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}",
+                                                        "end": f"{end:.3f}", "step": f"{step:g}"})
+        return [(r["metric"], [(float(t), float(v)) for t, v in r["values"]]) for r in data.get("result", [])]
+
+    async def query(self, query: str, at: float) -> list[tuple[dict[str, str], float]]:
+        data = await self._get("/api/v1/query", {"query": query, "time": f"{at:.3f}"})
+        return [(r["metric"], float(r["value"][1])) for r in data.get("result", [])]
+
+    async def scrape_interval(self) -> float | None:
+        """The global scrape_interval of the running config (None where the API does not say)."""
+        try:
+            data = await self._get("/api/v1/status/config", {})
+            cfg = yaml.safe_load(data.get("yaml", "")) or {}
+            return float(parse_duration(str(cfg.get("global", {}).get("scrape_interval", "1m"))))
+        except (PrometheusError, ValueError, yaml.YAMLError, AttributeError):
+            return None
+
+
+def _selector(name_regex: str, deployment: str, extra: str = "") -> str:
+    parts = [f'__name__=~"{name_regex}"', f'deployment="{_esc(deployment)}"'] + ([extra] if extra else [])
+    return "{" + ", ".join(parts) + "}"
+
+
+def _le(text: str) -> float:
+    return math.inf if text in ("+Inf", "Inf", "inf") else float(text)
+
+
+class _Plan:
+    """The queries of one analysis, their names and where each result goes."""
+
+    def __init__(self, deployment: str, lookback: str) -> None:
+        d = deployment
+        self.queries: dict[str, str] = {}
+        for sli, fam in SLI_FAMILIES.items():
+            self.queries[f"hist.{sli}.bucket"] = f"sum by (instance, le) ({_selector(prom_name_regex(fam, '_bucket'), d, SLI_ROLES)})"
+            self.queries[f"hist.{sli}.sum"] = f"sum by (instance) ({_selector(prom_name_regex(fam, '_sum'), d, SLI_ROLES)})"
+        counts = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m not in RATIO_GAUGES)
+        ratios = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m in RATIO_GAUGES)
+        # One series per DP rank (TP ranks and PP stages repeat it), summed; ratios take the fullest rank.
+        prio = 'priority=""'  # with priority scheduling only priority="" is the total
+        count_sel = _selector(f"sglang[:_]({counts})", d, prio)
+        ratio_sel = _selector(f"sglang[:_]({ratios})", d, prio)
+        self.queries["gauges.count"] = (f"sum by (__name__, role) (max by (__name__, role, instance, dp_rank) "
+                                        f"({count_sel}))")
+        self.queries["gauges.ratio"] = f"max by (__name__, role) ({ratio_sel})"
+        self.queries["gauges.sidecar"] = f'{M_LOAD}{{deployment="{_esc(d)}"}}'
+        for counter in RATE_LABELS:
+            roles = "" if counter in ("bootstrap_failed_total", "transfer_failed_total") else SLI_ROLES
+            self.queries[f"rate.{counter}"] = (
+                f"sum(rate({_selector(prom_name_regex(COUNTERS[counter]), d, roles)}[{lookback}]))")
+        sel = f'{{deployment="{_esc(d)}"}}'
+        self.queries["accel.temperature_max"] = (f"max(accelerator_temperature_celsius{sel}) or "
+                                                 f"max(npu_chip_info_temperature{sel}) or max(DCGM_FI_DEV_GPU_TEMP{sel})")
+        self.queries["accel.utilization_mean"] = (f"avg(accelerator_utilization_ratio{sel}) or "
+                                                  f"avg(npu_chip_info_utilization{sel}) / 100 or avg(DCGM_FI_DEV_GPU_UTIL{sel}) / 100")
+        self.queries["accel.memory_ratio_max"] = (
+            f"max(accelerator_memory_used_bytes{sel} / accelerator_memory_total_bytes{sel}) or "
+            f"max(npu_chip_info_hbm_used_memory{sel} / npu_chip_info_hbm_total_memory{sel}) or "
+            f"max(DCGM_FI_DEV_FB_USED{sel} / (DCGM_FI_DEV_FB_USED{sel} + DCGM_FI_DEV_FB_FREE{sel}))")
+        self.queries["accel.power_mean"] = (f"avg(accelerator_power_watts{sel}) or avg(npu_chip_info_power{sel}) or "
+                                            f"avg(DCGM_FI_DEV_POWER_USAGE{sel})")
+        self.queries["accel.unhealthy"] = (f"count(accelerator_health{sel} > 0) or count(accelerator_health{sel}) * 0 or "
+                                           f"count(npu_chip_info_health_status{sel} != 1) or "
+                                           f"count(npu_chip_info_health_status{sel}) * 0")
+        self.queries["restarts"] = (f"sum(increase({M_COUNTER_RESETS}{sel}[{lookback}])) or "
+                                    f"sum(resets({_selector(prom_name_regex(COUNTERS['requests_total']), d)}[{lookback}]))")
+        self.queries["targets_down"] = f"count(up{sel} == 0) or count(up{sel}) * 0"
+        kv = prom_name_regex(KV_TRANSFER_LATENCY)
+        self.queries["kv_transfer_latency"] = (f"sum(rate({_selector(kv + '_sum', d)}[{lookback}])) / "
+                                               f"sum(rate({_selector(kv + '_count', d)}[{lookback}]))")
+        self.queries["router_errors"] = f"sum(rate(smg_router_request_errors_total{sel}[{lookback}]))"
+        self.queries["router_worker_errors"] = f"sum(rate(smg_worker_errors_total{sel}[{lookback}]))"
+
+
+def _hists(buckets: list[tuple[dict[str, str], list[tuple[float, float]]]],
+           sums: list[tuple[dict[str, str], list[tuple[float, float]]]], index: Callable[[float], int | None],
+           n: int) -> tuple[Hist | None, ...]:
+    """Per-instance cumulative buckets per step -> reset-adjusted per instance -> merged per step."""
+    per: dict[str, list[dict[float, float]]] = {}
+    for labels, points in buckets:
+        inst = labels.get("instance", "")
+        rows = per.setdefault(inst, [dict() for _ in range(n)])
+        le = _le(labels.get("le", "+Inf"))
+        for ts, v in points:
+            i = index(ts)
+            if i is not None:
+                rows[i][le] = max(rows[i].get(le, 0.0), v)  # `1` and `1.0` are one bucket
+    sum_by: dict[str, dict[int, float]] = {}
+    for labels, points in sums:
+        inst = labels.get("instance", "")
+        for ts, v in points:
+            i = index(ts)
+            if i is not None:
+                sum_by.setdefault(inst, {})[i] = v
+    accs = {inst: HistAccumulator() for inst in per}
+    out: list[Hist | None] = []
+    for i in range(n):
+        for inst, rows in per.items():
+            row = rows[i]
+            if math.inf not in row:
+                continue  # no scrape of this process at this step: it keeps its last value
+            edges = tuple(sorted(row))
+            cum = tuple(row[e] for e in edges)
+            accs[inst].update(Hist(edges, cum, sum_by.get(inst, {}).get(i, math.nan), row[math.inf]))
+        adjusted = [h for h in (a.adjusted() for a in accs.values()) if h is not None]
+        out.append(merge(adjusted) if adjusted else None)
+    return tuple(out)
+
+
+async def load_prometheus(url: str, deployment: str, start: float, end: float, span: float, *,
+                          deployment_config: Deployment | None, step: float | None = None,
+                          progress: Callable[[str], None] | None = None, timeout: float = 30.0) -> Dataset:
+    say = progress or (lambda msg: print(msg, file=sys.stderr))
+    async with aiohttp.ClientSession() as session:
+        client = PromClient(url, session, timeout)
+        say(f"prometheus {url}: reading the scrape interval ...")
+        interval = await client.scrape_interval()
+        step = step or choose_step(span, interval or 15.0)
+        start = math.floor(start / step) * step  # Prometheus evaluates at start + k*step
+        times = grid(start, end, step)
+        lookback = f"{max(int(math.ceil(max(step, 4 * (interval or step)))), 1)}s"
+        plan = _Plan(deployment, lookback)
+        results: dict[str, Any] = {}
+        done = 0
+
+        async def run(name: str, q: str) -> None:
+            nonlocal done
+            results[name] = await client.query_range(q, times[0], times[-1], step)
+            done += 1
+            say(f"prometheus: [{done}/{len(plan.queries)}] {name} ({sum(len(p) for _, p in results[name])} points)")
+
+        say(f"prometheus: {len(plan.queries)} range queries over {len(times)} steps of {step:g} s ...")
+        await asyncio.gather(*(run(k, q) for k, q in plan.queries.items()))
+        specs: dict[str, SliSpec] = {}
+        if deployment_config is None:
+            targets = await client.query(f'{M_SLI_TARGET}{{deployment="{_esc(deployment)}"}}', end)
+            objectives = {m.get("sli"): v for m, v in await client.query(
+                f'{M_OBJECTIVE}{{deployment="{_esc(deployment)}"}}', end)}
+            for m, v in targets:
+                if m.get("sli"):
+                    specs[m["sli"]] = SliSpec(m["sli"], v, objectives.get(m["sli"], 0.99))
+            if not specs:
+                raise ValueError(f"no SLO targets for {deployment!r}: Prometheus has no {M_SLI_TARGET} series for it "
+                                 "(the sidecar is not scraped); pass the config with -c")
+    return build_dataset(url, deployment, times, step, results, specs, deployment_config, interval)
+
+
+def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: float, results: dict[str, Any],
+                  specs: dict[str, SliSpec], dep: Deployment | None, interval: float | None) -> Dataset:
+    n = len(times)
+    t0 = times[0]
+
+    def index(ts: float) -> int | None:
+        i = round((ts - t0) / step)
+        return i if 0 <= i < n and abs(t0 + i * step - ts) < step / 2 else None
+
+    def values(points: list[tuple[float, float]]) -> tuple[float | None, ...]:
+        out: list[float | None] = [None] * n
+        for ts, v in points:
+            i = index(ts)
+            if i is not None and math.isfinite(v):
+                out[i] = v
+        return tuple(out)
+
+    hists = {sli: _hists(results[f"hist.{sli}.bucket"], results[f"hist.{sli}.sum"], index, n) for sli in SLI_FAMILIES}
+    hists = {k: v for k, v in hists.items() if any(h is not None for h in v)}
+    series: dict[str, Series] = {}
+    gauges: dict[tuple[str, str], tuple[float | None, ...]] = {}
+    by_name = {canonical_name(v): k for k, v in GAUGES.items()}
+    for key in ("gauges.count", "gauges.ratio"):
+        for labels, points in results[key]:
+            metric = by_name.get(canonical_name(labels.get("__name__", "")))
+            if metric:
+                gauges[(labels.get("role", "all"), metric)] = values(points)
+    for labels, points in results["gauges.sidecar"]:
+        k = (labels.get("role", "all"), labels.get("metric", ""))
+        if k[1] in LOAD_LABELS and k not in gauges and not any(m == k[1] for _, m in gauges):
+            gauges[k] = values(points)
+    roles = {r for r, _ in gauges}
+    keep = [r for r in ("server", "prefill", "decode") if r in roles] or sorted(roles)
+    for (role, metric), vals in sorted(gauges.items()):
+        if role in keep:
+            label, group, unit = LOAD_LABELS[metric]
+            series[f"load.{role}.{metric}"] = Series(f"load.{role}.{metric}", label + role_suffix(role, roles),
+                                                     group, unit, vals)
+    for name, (label, group, unit) in {**{f"rate.{k}": v for k, v in RATE_LABELS.items()},
+                                       **{f"accel.{k}": v for k, v in ACCEL_LABELS.items()},
+                                       **OTHER_LABELS}.items():
+        res = results.get(name) or []
+        if res:
+            if name == "restarts":
+                unit = "per lookback"
+            series[name] = Series(name, label, group, unit, values(res[0][1]))
+    period, recipe = 30 * 86400.0, {}
+    if dep is not None:
+        specs = {s: SliSpec(s, dep.target_seconds(s) or 0.0, dep.objective) for s in dep.slis}
+        period = float(dep.period_seconds)
+        if dep.baseline is not None:
+            recipe = {k: v for k, v in (("tpot", dep.baseline.tpot_mean_seconds),
+                                        ("ttft", dep.baseline.ttft_mean_seconds)) if v}
+    notes = []
+    if not hists:
+        notes.append(f"no SGLang latency histograms with deployment={deployment!r} in Prometheus; is the generated "
+                     "scrape config (which adds the `deployment` label) loaded?")
+    return Dataset(deployment, f"prometheus {url}", times, step, hists, series, specs, period, recipe, interval, notes)
+

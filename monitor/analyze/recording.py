@@ -1,0 +1,121 @@
+"""Source: the sidecar's own SQLite recording (monitor.record) -> Dataset."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
+from monitor.analyze.model import Dataset, Series, SliSpec, choose_step, grid, sample
+from monitor.config import Deployment
+from monitor.record.store import Recording, RecordingError
+from monitor.slo.histogram import Hist
+
+SERVER_ROLES = ("server", "prefill", "decode")
+
+
+def _accelerators(readings: list[dict[str, Any]]) -> dict[str, float]:
+    """Per deployment: hottest chip, mean utilisation, fullest HBM, mean power, chips not healthy."""
+    out: dict[str, float] = {}
+    temps = [r["temperature_celsius"] for r in readings if r.get("temperature_celsius") is not None]
+    utils = [r["utilization_ratio"] for r in readings if r.get("utilization_ratio") is not None]
+    mems = [r["memory_used_bytes"] / r["memory_total_bytes"] for r in readings
+            if r.get("memory_used_bytes") is not None and r.get("memory_total_bytes")]
+    power = [r["power_watts"] for r in readings if r.get("power_watts") is not None]
+    health = [r["health"] for r in readings if r.get("health") is not None]
+    if temps:
+        out["temperature_max"] = max(temps)
+    if utils:
+        out["utilization_mean"] = sum(utils) / len(utils)
+    if mems:
+        out["memory_ratio_max"] = max(mems)
+    if power:
+        out["power_mean"] = sum(power) / len(power)
+    if health:
+        out["unhealthy"] = float(sum(1 for h in health if h > 0))
+    return out
+
+
+def load_recording(path: str, deployment: str, start: float, end: float, *, deployment_config: Deployment | None,
+                   step: float | None = None, progress: Callable[[str], None] | None = None) -> Dataset:
+    say = progress or (lambda msg: print(msg, file=sys.stderr))
+    try:
+        rec = Recording(path, readonly=True)
+    except RecordingError as err:
+        raise ValueError(str(err)) from None
+    try:
+        if deployment not in rec.deployments():
+            known = ", ".join(rec.deployments()) or "none"
+            raise ValueError(f"{path}: no recording of deployment {deployment!r} (recorded: {known})")
+        say(f"reading {path}: snapshots of {deployment} ...")
+        snaps = list(rec.snapshots(deployment, start, end))
+        say(f"reading {path}: {len(snaps)} snapshots; state rows ...")
+        states = list(rec.states(deployment, start, end))
+    finally:
+        rec.close()
+    if len(snaps) < 2:
+        raise ValueError(f"{path}: fewer than two recorded ticks of {deployment} between the given times")
+    ticks = [s.ts for s in snaps]
+    interval = statistics.median(b - a for a, b in zip(ticks, ticks[1:]))
+    step = step or choose_step(ticks[-1] - ticks[0], interval, points=600)
+    times = grid(ticks[0], ticks[-1], step)
+    max_age = max(2 * interval, step)
+
+    hists: dict[str, tuple[Hist | None, ...]] = {}
+    for sli in sorted({k for s in snaps for k in s.hists}):
+        hists[sli] = sample([(s.ts, s.hists[sli]) for s in snaps if sli in s.hists], times, max_age)  # type: ignore[misc]
+
+    series: dict[str, Series] = {}
+
+    def add(key: str, label: str, group: str, unit: str, points: list[tuple[float, float]]) -> None:
+        if points:
+            series[key] = Series(key, label, group, unit, sample(points, times, max_age))
+
+    roles = {r for _, st in states for r in st.get("load", {})}
+    per_role = [r for r in SERVER_ROLES if r in roles] or (["all"] if "all" in roles else [])
+    for role in per_role:
+        for metric, (label, group, unit) in LOAD_LABELS.items():
+            pts = [(ts, st["load"][role][metric]) for ts, st in states if metric in st.get("load", {}).get(role, {})]
+            add(f"load.{role}.{metric}", label + role_suffix(role, roles), group, unit, pts)
+    # Per-step rates from the snapshots' merged, reset-adjusted counters (the state rows' rates are
+    # 5-minute averages: too smooth and too late to time anything by).
+    for counter, (label, group, unit) in RATE_LABELS.items():
+        cum = sample([(s.ts, s.counters[counter]) for s in snaps if counter in s.counters], times, max_age)
+        if any(v is not None for v in cum):
+            rates = tuple(None if a is None or b is None else max(b - a, 0.0) / step
+                          for a, b in zip((None, *cum[:-1]), cum))
+            series[f"rate.{counter}"] = Series(f"rate.{counter}", label, group, unit, rates)
+    accel = [(ts, _accelerators(st.get("accelerators") or [])) for ts, st in states]
+    for key, (label, group, unit) in ACCEL_LABELS.items():
+        add(f"accel.{key}", label, group, unit, [(ts, a[key]) for ts, a in accel if key in a])
+    # Restarts per step from the cumulative per-target reset counts; down targets as a count.
+    restarts, down, last = [], [], None
+    for ts, st in states:
+        total = sum(t.get("restarts") or 0 for t in st.get("targets", {}).values())
+        restarts.append((ts, float(total - last) if last is not None else 0.0))
+        last = total
+        down.append((ts, float(sum(1 for t in st.get("targets", {}).values() if not t.get("up")))))
+    add("restarts", *OTHER_LABELS["restarts"], restarts)
+    add("targets_down", *OTHER_LABELS["targets_down"], down)
+
+    slis: dict[str, SliSpec] = {}
+    period = 30 * 86400.0
+    recipe: dict[str, float] = {}
+    if deployment_config is not None:
+        for sli in deployment_config.slis:
+            slis[sli] = SliSpec(sli, deployment_config.target_seconds(sli) or 0.0, deployment_config.objective)
+        period = float(deployment_config.period_seconds)
+        b = deployment_config.baseline
+        if b is not None:
+            recipe = {k: v for k, v in (("tpot", b.tpot_mean_seconds), ("ttft", b.ttft_mean_seconds)) if v}
+    else:  # the state rows carry each SLI's target and objective as the sidecar ran them
+        for _, st in states[-1:]:
+            for sli, s in st.get("slis", {}).items():
+                if s.get("target"):
+                    slis[sli] = SliSpec(sli, float(s["target"]), float(s.get("objective") or 0.99))
+    notes = []
+    if step > interval * 1.5:
+        notes.append(f"recording ticks every {interval:g} s; analysed at {step:g} s steps")
+    return Dataset(deployment, f"recording {path}", times, step, hists, series, slis, period, recipe, interval, notes)

@@ -1,0 +1,136 @@
+"""The analysis of one deployment over [t1, t2]: pure, from a Dataset to a Report (rendered elsewhere)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor.analyze.correlate import Candidate, rank
+from monitor.analyze.model import Dataset
+from monitor.analyze.percentiles import Comparison, compare
+from monitor.analyze.sli import SliTrack, track
+from monitor.analyze.timeline import Episode, budget_spent, episodes
+from monitor.analyze.timeparse import iso
+
+
+@dataclass
+class SliReport:
+    track: SliTrack
+    episodes: list[Episode]
+    budget_spent: float  # share of the period's budget spent in (t1, t2]
+    comparison: Comparison
+    ranking: list[Candidate]
+    correlated_with: str  # "bad ratio" | "mean latency"
+
+    @property
+    def sli(self) -> str:
+        return self.track.spec.sli
+
+    @property
+    def main_episode(self) -> Episode | None:
+        """The episode that spent the most budget: the one the ranking is timed against."""
+        return max(self.episodes, key=lambda e: e.budget_spent) if self.episodes else None
+
+    @property
+    def likely_cause(self) -> Candidate | None:
+        return next((c for c in self.ranking if c.moved_first), None)
+
+
+@dataclass
+class Report:
+    deployment: str
+    source: str
+    t1: float
+    t2: float
+    baseline_start: float
+    window: float
+    step: float
+    slis: dict[str, SliReport]
+    dataset: Dataset
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def primary(self) -> SliReport | None:
+        """The SLI that hurt most: most budget spent in the range, breached ones first."""
+        if not self.slis:
+            return None
+        return max(self.slis.values(), key=lambda s: (bool(s.episodes), s.budget_spent))
+
+    @property
+    def ordered(self) -> list[SliReport]:
+        """SLIs as reports list them: the one that hurt most first."""
+        primary = self.primary
+        return sorted(self.slis.values(), key=lambda s: s is not primary)
+
+    def to_dict(self) -> dict[str, Any]:
+        def cand(c: Candidate) -> dict[str, Any]:
+            return {"key": c.key, "label": c.label, "group": c.group, "score": c.score, "spearman": c.spearman,
+                    "pearson": c.pearson, "lag_seconds": c.lag_seconds, "r_at_lag": c.r_at_lag, "z": c.z,
+                    "ratio": c.ratio, "baseline_mean": c.baseline_mean, "incident_mean": c.incident_mean,
+                    "changed_at": c.changed_at, "lead_seconds": c.lead_seconds, "moved_first": c.moved_first}
+
+        def stats(s: Any) -> dict[str, Any] | None:
+            return None if s is None else {k: getattr(s, k) for k in ("start", "end", "events", "p50", "p90",
+                                                                     "p99", "mean")}
+
+        slis = {}
+        for name, s in self.slis.items():
+            slis[name] = {
+                "target_seconds": s.track.spec.target, "objective": s.track.spec.objective,
+                "budget_spent": s.budget_spent, "correlated_with": s.correlated_with,
+                "episodes": [{"start": e.start, "end": e.end, "onset": e.onset, "started_before": e.started_before,
+                              "start_iso": iso(e.start), "end_iso": iso(e.end) if e.end is not None else None,
+                              "peak_burn": e.peak_burn, "peak_burn_at": e.peak_burn_at,
+                              "budget_spent": e.budget_spent, "bad_events": e.bad_events, "events": e.events}
+                             for e in s.episodes],
+                "percentiles": {"incident": stats(s.comparison.incident), "baseline": stats(s.comparison.baseline),
+                                "recipe_mean": s.comparison.recipe_mean},
+                "likely_cause": s.likely_cause.key if s.likely_cause else None,
+                "ranking": [cand(c) for c in s.ranking],
+            }
+        primary = self.primary
+        return {"deployment": self.deployment, "source": self.source, "from": self.t1, "to": self.t2,
+                "from_iso": iso(self.t1), "to_iso": iso(self.t2), "baseline_from": self.baseline_start,
+                "window_seconds": self.window, "step_seconds": self.step,
+                "primary_sli": primary.sli if primary else None, "slis": slis, "notes": self.notes}
+
+
+def _idx(times: tuple[float, ...], lo: float, hi: float) -> range:
+    """Indices of grid points in (lo, hi]."""
+    a = next((i for i, t in enumerate(times) if t > lo + 1e-6), len(times))
+    b = next((i for i, t in enumerate(times) if t > hi + 1e-6), len(times))
+    return range(a, max(a, b))
+
+
+def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | None = None) -> Report:
+    if t2 <= t1:
+        raise ValueError("--to must be after --from")
+    span = t2 - t1
+    first = ds.times[0] if ds.times else t1
+    base_start = max(t1 - span, first)
+    notes = list(ds.notes)
+    if base_start > t1 - span + ds.step:
+        notes.append(f"baseline clipped to the data: {t1 - base_start:.0f} s before --from instead of {span:.0f} s")
+    base_idx, inc_idx = _idx(ds.times, base_start, t1), _idx(ds.times, t1, t2)
+    corr_idx = range(base_idx.start, inc_idx.stop)
+    out: dict[str, SliReport] = {}
+    for name, spec in ds.slis.items():
+        if slis and name not in slis:
+            continue
+        if not any(h is not None for h in ds.hists.get(name, ())):
+            notes.append(f"{name}: no histogram data in the range")
+            continue
+        tr = track(ds, spec, window)
+        eps = episodes(tr, t1, t2, ds.period_seconds)
+        y, what = tr.bad_step, "bad ratio"
+        if len({round(v, 9) for v in y[corr_idx.start:corr_idx.stop] if v is not None}) < 2:
+            y, what = tr.mean_step, "mean latency"
+        main = max(eps, key=lambda e: e.budget_spent) if eps else None
+        onset = main.onset if main else None
+        focus = inc_idx
+        if main:
+            focus = _idx(ds.times, main.onset - tr.window, main.end if main.end is not None else t2)
+        ranking = rank(list(ds.series.values()), y, ds.times, base_idx, focus, corr_idx, onset, ds.step)
+        out[name] = SliReport(tr, eps, budget_spent(tr, t1, t2, ds.period_seconds), compare(ds, name, t1, t2),
+                              ranking, what)
+    return Report(ds.deployment, ds.source, t1, t2, base_start, window, ds.step, out, ds, notes)
