@@ -35,6 +35,7 @@ BASE_CONFIG = {
     "deployments": [
         {"name": "mixed-a", "model": "Kimi-K2.6", "hardware": "Atlas 800I A3", "cards": 8, "mode": "pd-mixed",
          "tpot_target_seconds": 0.04, "ttft_target_seconds": 2.0, "input_tokens": 512, "output_tokens": 48,
+         "prefix_cache_hit": 0.5,
          "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"}]},
         {"name": "pd-b", "model": "Kimi-K2.6", "hardware": "Atlas 800I A3", "cards": 16,
          "mode": "pd-disaggregated", "tpot_target_seconds": 0.04, "ttft_target_seconds": 2.0,

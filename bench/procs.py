@@ -1,0 +1,110 @@
+"""Child processes of the benchmarks: start pinned, wait until they answer, measure, always stop."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (its threads included), from /proc/PID/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mb(pid: int | str = "self") -> tuple[float, float]:
+    """(VmRSS, VmHWM) in MB."""
+    vals = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            vals[key] = int(rest.split()[0]) / 1024
+    return vals.get("VmRSS", 0.0), vals.get("VmHWM", 0.0)
+
+
+def pin(cores: set[int] | None) -> None:
+    if cores and hasattr(os, "sched_setaffinity"):
+        usable = cores & os.sched_getaffinity(0)
+        if usable:
+            os.sched_setaffinity(0, usable)
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+@contextlib.contextmanager
+def started(cmd: Sequence[str], *, cores: set[int] | None = None, env: dict[str, str] | None = None,
+            stdout: int | None = subprocess.PIPE) -> Iterator[subprocess.Popen]:
+    """Run `cmd` in ROOT for the duration of the block; terminated (then killed) on the way out."""
+    proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                            preexec_fn=(lambda: pin(cores)) if cores else None)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def read_port(proc: subprocess.Popen, timeout: float = 30.0) -> int:
+    """The child prints `PORT n` once it listens."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("PORT "):
+            return int(line.split()[1])
+        if not line and proc.poll() is not None:
+            break
+    err = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
+    raise RuntimeError(f"{proc.args[:3]} did not report its port: {err[-2000:]}")
+
+
+def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}: {err[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+
+
+def get_json(url: str) -> object:
+    import json
+
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
