@@ -164,6 +164,8 @@ class SidecarSettings(_Strict):
     scrape_timeout_seconds: float = Field(default=3.0, gt=0)
     max_response_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     max_concurrent_scrapes: int = Field(default=64, ge=1)
+    # Scrape each deployment at its own stable phase within the interval (like Prometheus).
+    stagger_scrapes: bool = True
     # SQLite file of the sidecar's own history (snapshots, state, accumulators); None disables it.
     recording_path: str | None = None
     recording_interval_seconds: float = Field(default=15.0, gt=0)

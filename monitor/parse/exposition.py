@@ -11,6 +11,7 @@ label of multiprocess gauges (dropped), OpenMetrics timestamps, exemplars and `#
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Collection
@@ -42,7 +43,7 @@ class Sample(NamedTuple):
 
 class Exposition(NamedTuple):
     format: str  # "prometheus-text" | "openmetrics"
-    families: int  # distinct families that have at least one sample
+    families: int  # distinct families that have at least one sample (-1: not counted)
     samples: int  # every sample line
     types: dict[str, str]  # canonical family name -> declared TYPE
     selected: list[Sample]  # samples whose name is in `wanted` (all, when wanted is None)
@@ -113,8 +114,16 @@ _LABELS_FULL_RE = re.compile(r'(?:\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"[^"\\]*"\s*,)
 _LABEL_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*)"')
 
 
+# Label sets repeat exactly from one scrape of a target to the next: parse each text once.
+_LABEL_CACHE: dict[str, Labels] = {}
+_LABEL_CACHE_MAX = 20_000
+
+
 def parse_labels(text: str, lineno: int = 0, line: str = "") -> Labels:
     """`a="1",b="x"` -> sorted pairs, `pid` dropped, duplicates rejected."""
+    cached = _LABEL_CACHE.get(text)
+    if cached is not None:
+        return cached
     if "\\" not in text and _LABELS_FULL_RE.fullmatch(text):
         pairs = _LABEL_PAIR_RE.findall(text)  # both regexes run in C: the hot path
     else:
@@ -124,7 +133,11 @@ def parse_labels(text: str, lineno: int = 0, line: str = "") -> Labels:
         if len(keys) != len(pairs):
             raise ParseError(lineno, "duplicate label name", line)
         pairs.sort()
-    return tuple(p for p in pairs if p[0] not in DROPPED_LABELS)
+    out = tuple(p for p in pairs if p[0] not in DROPPED_LABELS)
+    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+        _LABEL_CACHE.clear()  # bounded: a fleet with more distinct label sets re-parses, no more
+    _LABEL_CACHE[text] = out
+    return out
 
 
 def _split_sample(line: str, lineno: int) -> tuple[str, str | None, str]:
@@ -164,8 +177,103 @@ def _find_label_end(line: str, i: int, lineno: int) -> int:
     raise ParseError(lineno, "unterminated label set", line)
 
 
-def parse(text: str, wanted: Collection[str] | None = None, *, content_type: str = "") -> Exposition:
-    """Parse one exposition. `wanted`: canonical sample names to keep (None keeps all)."""
+# --- fast path -------------------------------------------------------------------------------
+# One C-level pass validates every line's shape (name, optional label set, numeric value, optional
+# timestamp/exemplar) and one finditer pulls out the wanted lines; only those reach Python. Any
+# text the fast grammar refuses goes through the line-by-line parser, which either accepts it
+# (it is more lenient: CRLF, odd spacing, Python float spellings) or raises with the line number.
+_VALUE = r"[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[Ii]nf(?:inity)?|Na[Nn]|nan)"
+_FAST_SAMPLE = (rf"[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{{[^\n]*\}})?[ \t]+{_VALUE}"
+                r"(?:[ \t]+-?[0-9][0-9.eE+-]*)?(?:[ \t]+#[^\n]*)?[ \t]*")
+_FAST_LINE = rf"(?:#[^\n]*|{_FAST_SAMPLE})"  # no empty lines: prometheus_client never writes them
+# Atomic groups: a line, once matched, is never re-tried, so a bad line fails in linear time
+# instead of backtracking through every line before it.
+_FAST_DOC = re.compile(rf"(?>(?>{_FAST_LINE})\n)*(?>{_FAST_LINE})?")
+_TYPE_RE = re.compile(r"\n# TYPE ([^ \t\n]+)[ \t]+([^\n]*)")
+_NAMES_RE = re.compile(r"^([^#\s{][^{ \t\n]*)", re.M)
+
+
+@functools.lru_cache(maxsize=32)
+def _wanted_regex(wanted: frozenset[str]) -> re.Pattern[str]:
+    alts = []
+    for name in sorted(wanted, key=len, reverse=True):
+        if name.startswith("sglang:"):
+            alts.append("sglang[:_]" + re.escape(name[len("sglang:"):]))
+        else:
+            alts.append(re.escape(name))
+    return re.compile(r"\n(" + "|".join(alts) + r")(?=[{ \t])([^\n]*)")
+
+
+
+def _wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float]:
+    """Parse one line whose name is wanted: labels in full, value, timestamp checked."""
+    raw, label_text, rest = _split_sample(line, lineno)
+    tokens = rest.split()
+    if not tokens:
+        raise ParseError(lineno, "sample has no value", line)
+    try:
+        value = float(tokens[0])
+    except ValueError:
+        raise ParseError(lineno, f"value {tokens[0]!r} is not a number", line) from None
+    if len(tokens) > 1 and tokens[1] != "#":
+        try:
+            float(tokens[1])
+        except ValueError:
+            raise ParseError(lineno, "unexpected text after the value", line) from None
+    labels = parse_labels(label_text, lineno, line) if label_text else ()
+    return canonical_name(raw), labels, value
+
+
+def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_families: bool) -> Exposition | None:
+    """None when the text needs the line-by-line parser (unusual spacing, or an error to locate)."""
+    body = "\n" + text
+    if _FAST_DOC.fullmatch(text) is None:
+        return None
+    eof = body.find("\n# EOF")
+    if eof != -1 and body[eof + 6 :].strip():
+        return None  # content after # EOF: let the line parser name the line
+    is_om = eof != -1 or "openmetrics" in content_type
+    if "openmetrics" in content_type and eof == -1:
+        return None
+    selected: list[Sample] = []
+    seen: set[tuple[str, Labels]] = set()
+    for m in _wanted_regex(wanted).finditer(body):
+        line = m.group(1) + m.group(2)
+        try:
+            name, labels, value = _wanted_sample(line, 0)
+        except ParseError as err:
+            # Counting lines is O(size): only on the error path.
+            raise ParseError(body.count("\n", 0, m.start() + 1), str(err).split(": ", 1)[1]) from None
+        key = (name, labels)
+        if key in seen:
+            raise ParseError(body.count("\n", 0, m.start() + 1), "duplicate series", line)
+        seen.add(key)
+        selected.append(Sample(name, labels, value))
+    types = {canonical_name(a): b.strip() for a, b in _TYPE_RE.findall(body)}
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    samples = lines - body.count("\n#")
+    families = -1
+    if count_families:
+        families = len({family_of(canonical_name(n)) for n in set(_NAMES_RE.findall(text))})
+    return Exposition("openmetrics" if is_om else "prometheus-text", families, samples, types, selected)
+
+
+def parse(text: str, wanted: Collection[str] | None = None, *, content_type: str = "",
+          count_families: bool = True) -> Exposition:
+    """Parse one exposition. `wanted`: canonical sample names to keep (None keeps all).
+
+    count_families=False skips counting distinct families (families is then -1): the scrape loop
+    does not need it and it costs a third of a fast parse.
+    """
+    if wanted is not None:
+        fast = _parse_fast(text, frozenset(wanted), content_type, count_families)
+        if fast is not None:
+            return fast
+    return _parse_lines(text, wanted, content_type)
+
+
+def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -> Exposition:
+    """The line-by-line parser: lenient where the fast grammar is strict, precise about errors."""
     is_om = "openmetrics" in content_type
     types: dict[str, str] = {}
     first_line: dict[str, int] = {}  # raw sample name -> first line it appears on

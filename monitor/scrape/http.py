@@ -63,7 +63,10 @@ async def fetch(
             if declared is not None and declared > max_bytes:
                 return _fail(f"response of {declared} bytes exceeds the limit of {max_bytes}", started,
                              resp.status, declared, ctype)
-            body = await _read_limited(resp, max_bytes)
+            # A declared, uncompressed length within the limit is read in one allocation; anything
+            # else chunk by chunk, so an endless body or a gzip bomb is cut at the limit.
+            plain = declared is not None and not resp.headers.get("Content-Encoding")
+            body = await resp.read() if plain else await _read_limited(resp, max_bytes)
             if body is None:
                 return _fail(f"response exceeds the limit of {max_bytes} bytes (cut)", started, resp.status,
                              max_bytes, ctype)

@@ -21,6 +21,7 @@ from monitor.conventions import ROUTER_FAMILIES
 from monitor.parse.exposition import ParseError, parse
 from monitor.parse.families import HistogramError, engine_wanted
 from monitor.scrape.http import fetch
+from monitor.scrape.shard import shard_of
 from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
 
@@ -64,6 +65,7 @@ class Scraper:
         self.wanted = engine_wanted()
         self.cycles = 0
         self.last_cycle_seconds = 0.0
+        self.deployment_cycle_seconds: dict[str, float] = {}
         for dep in config.deployments:
             for t in dep.targets:
                 self.statuses[(dep.name, t.id)] = TargetStatus(
@@ -100,7 +102,7 @@ class Scraper:
                 expo = parse(res.text or "", ROUTER_WANTED, content_type=res.content_type)
                 status.detail = router_summary(expo.selected)
             else:
-                expo = parse(res.text or "", self.wanted, content_type=res.content_type)
+                expo = parse(res.text or "", self.wanted, content_type=res.content_type, count_families=False)
                 status.resets += engine.observe(target, expo)
         except (ParseError, HistogramError) as err:
             # Rejected whole, like Prometheus does: the windows keep their last good state.
@@ -123,13 +125,17 @@ class Scraper:
         else:
             status.record_failure(ts, result.error or "telemetry collection failed", result.duration_seconds)
 
-    async def cycle(self, session: aiohttp.ClientSession) -> float:
-        started = time.perf_counter()
-        jobs = [self._scrape(session, dep, t) for dep in self.config.deployments for t in dep.targets]
+    async def _scrape_all(self, session: aiohttp.ClientSession, deps: list[Deployment]) -> None:
+        jobs = [self._scrape(session, dep, t) for dep in deps for t in dep.targets]
         results = await asyncio.gather(*jobs, return_exceptions=True)
         for r in results:
             if isinstance(r, Exception):  # a bug must not stop the loop; say where it was
                 log.error("scrape task failed: %r", r, exc_info=r)
+
+    async def cycle(self, session: aiohttp.ClientSession) -> float:
+        """Scrape every target once, then snapshot every deployment (tests, `--once`, no stagger)."""
+        started = time.perf_counter()
+        await self._scrape_all(session, self.config.deployments)
         now = self.clock()
         for engine in self.engines.values():
             engine.snapshot(now)
@@ -137,16 +143,56 @@ class Scraper:
         self.last_cycle_seconds = time.perf_counter() - started
         return now
 
+    def offset(self, dep: Deployment) -> float:
+        """Stable phase of a deployment within the interval (Prometheus offsets targets the same
+        way): with many deployments, scrapes and their CPU spread over the interval instead of
+        queueing at its start."""
+        interval = self.config.sidecar.scrape_interval_seconds
+        return shard_of(dep.name, 10_000) / 10_000 * interval
+
+    async def _deployment_loop(self, session: aiohttp.ClientSession, dep: Deployment, stop: asyncio.Event) -> None:
+        interval = self.config.sidecar.scrape_interval_seconds
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), self.offset(dep))
+        while not stop.is_set():
+            begun = time.monotonic()
+            started = time.perf_counter()
+            await self._scrape_all(session, [dep])
+            self.engines[dep.name].snapshot(self.clock())
+            self.deployment_cycle_seconds[dep.name] = time.perf_counter() - started
+            remaining = interval - (time.monotonic() - begun)
+            if remaining > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), remaining)
+
     async def run(self, stop: asyncio.Event, on_cycle: Callable[[float], Any] | None = None) -> None:
         interval = self.config.sidecar.scrape_interval_seconds
         connector = aiohttp.TCPConnector(limit=self.config.sidecar.max_concurrent_scrapes)
         async with aiohttp.ClientSession(connector=connector) as session:
-            while not stop.is_set():
-                begun = time.monotonic()
-                now = await self.cycle(session)
-                if on_cycle is not None:
-                    on_cycle(now)
-                remaining = interval - (time.monotonic() - begun)
-                if remaining > 0:
+            if not self.config.sidecar.stagger_scrapes:
+                while not stop.is_set():
+                    begun = time.monotonic()
+                    now = await self.cycle(session)
+                    if on_cycle is not None:
+                        on_cycle(now)
+                    remaining = interval - (time.monotonic() - begun)
+                    if remaining > 0:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(stop.wait(), remaining)
+                return
+            loops = [asyncio.create_task(self._deployment_loop(session, d, stop)) for d in self.config.deployments]
+            try:
+                while not stop.is_set():
                     with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stop.wait(), remaining)
+                        await asyncio.wait_for(stop.wait(), interval)
+                    if stop.is_set():
+                        break
+                    # One "cycle" = one interval in which every deployment was scraped once.
+                    self.cycles += 1
+                    self.last_cycle_seconds = max(self.deployment_cycle_seconds.values(), default=0.0)
+                    if on_cycle is not None:
+                        on_cycle(self.clock())
+            finally:
+                for task in loops:
+                    task.cancel()
+                await asyncio.gather(*loops, return_exceptions=True)

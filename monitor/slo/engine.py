@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from monitor.config import Deployment, Target
 from monitor.conventions import COUNTERS, GAUGES, SIDECAR_WINDOWS, SLI_FAMILIES
 from monitor.parse.exposition import Exposition, Sample
-from monitor.parse.families import group_histograms, scalar_series
+from monitor.parse.families import group_histograms
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
 from monitor.slo.load import aggregate
@@ -40,10 +40,17 @@ class DeploymentEngine:
         """Feed one successful scrape of an SGLang server; returns counter resets detected."""
         tid = target.id
         resets = 0
-        samples = expo.selected
+        by_name: dict[str, list[Sample]] = {}
+        for smp in expo.selected:  # one pass; each family below reads only its own samples
+            by_name.setdefault(smp.name, []).append(smp)
+        empty: list[Sample] = []
         if target.role in SLI_ROLES:
             for sli, family in SLI_FAMILIES.items():
-                for series in group_histograms(samples, family):
+                own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
+                       *by_name.get(family + "_count", empty)]
+                if not own:
+                    continue
+                for series in group_histograms(own, family):
                     key = (tid, family, series.labels)
                     acc = self.book.hist(key)
                     if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count)):
@@ -52,7 +59,7 @@ class DeploymentEngine:
         for cname, family in COUNTERS.items():
             if target.role not in SLI_ROLES and cname not in ALL_ROLE_COUNTERS:
                 continue
-            for s in scalar_series(samples, family):
+            for s in by_name.get(family, empty):
                 if not (s.value >= 0 and s.value != float("inf")):
                     continue  # NaN, Inf or negative is no count: skip it rather than poison the sum
                 key = (tid, family, s.labels)
@@ -61,7 +68,7 @@ class DeploymentEngine:
                 self._counter_keys[cname].add(key)
         gauges: dict[str, list[Sample]] = {}
         for metric, family in GAUGES.items():
-            found = scalar_series(samples, family)
+            found = by_name.get(family)
             if found:
                 gauges[metric] = found
         self._gauges[tid] = (target.role, gauges)

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from monitor.slo.histogram import Hist
+from monitor.slo.histogram import Hist, compact
 
 
 class Snapshot(NamedTuple):
@@ -53,6 +53,7 @@ class SnapshotStore:
     def append(self, snap: Snapshot, budget: BudgetPoint | None = None) -> None:
         if self.fine and snap.ts < self.fine[-1].ts:
             raise ValueError("snapshots must be appended in time order")
+        snap = Snapshot(snap.ts, {k: compact(h) for k, h in snap.hists.items()}, snap.counters)
         self.fine.append(snap)
         while self.fine and self.fine[0].ts < snap.ts - self.fine_horizon:
             old = self.fine.popleft()

@@ -47,3 +47,33 @@ def test_valid_expositions_round_trip(samples, colon):
     want = [(f"sglang:{n}", tuple(sorted(lab.items())), v) for n, lab, v in samples]
     assert [(s.name, s.labels, s.value) for s in got] == want
     assert all(not math.isnan(s.value) for s in got)
+
+
+def _outcome(fn):
+    try:
+        e = fn()
+    except ParseError:
+        return "error"
+    return None if e is None else (e.format, e.samples, e.families,
+                                   sorted((s.name, s.labels, repr(s.value)) for s in e.selected), e.types)
+
+
+line_parts = st.sampled_from([
+    'sglang:num_running_reqs{tp_rank="0"} 3', "sglang_num_queue_reqs 1.5", "# TYPE sglang:num_running_reqs gauge",
+    '# HELP x y', 'other_metric{a="}"} 2 1700000000', 'sglang:num_running_reqs{tp_rank="1",} NaN',
+    "garbage here", "", "  ", "# EOF", 'sglang:num_queue_reqs{a="x\\"y"} +Inf', "m{a=\"1\" 2",
+    'sglang:num_running_reqs{tp_rank="0"} 4', "x 1 # {t=\"1\"} 2",
+])
+
+
+@SETTINGS
+@given(st.lists(line_parts, max_size=12), st.booleans())
+def test_fast_path_agrees_with_the_line_parser(lines, trailing_newline):
+    from monitor.parse import exposition as E
+
+    text = "\n".join(lines) + ("\n" if trailing_newline else "")
+    wanted = frozenset({"sglang:num_running_reqs", "sglang:num_queue_reqs"})
+    slow = _outcome(lambda: E._parse_lines(text, wanted, ""))
+    fast = _outcome(lambda: E._parse_fast(text, wanted, "", True))
+    if fast is not None:  # None means "fall back to the line parser"
+        assert fast == slow

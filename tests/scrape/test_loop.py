@@ -69,3 +69,42 @@ def test_cycle_records_status_per_target_and_slow_ones_do_not_delay_fast_ones():
     placeholder = [v for v in scraper.statuses.values() if v.placeholder]
     assert placeholder and placeholder[0].scrapes == 0 and "placeholder" in placeholder[0].last_error
     assert took < 3  # bounded by the 1 s timeout, not the 5 s slow target
+
+
+def test_staggered_run_scrapes_each_deployment_once_per_interval_at_its_own_phase():
+    hits: dict[str, list[float]] = {}
+
+    def handler_for(name):
+        async def handler(request):
+            hits.setdefault(name, []).append(time.monotonic())
+            return web.Response(text=REAL_TEXT.read_text())
+        return handler
+
+    names = [f"dep-{i}" for i in range(6)]
+
+    async def go():
+        runner, u = await serve_routes({f"/{n}": handler_for(n) for n in names})
+        cfg = parse_config({
+            "sidecar": {"scrape_interval_seconds": 1, "scrape_timeout_seconds": 1},
+            "deployments": [{"name": n, "tpot_target_seconds": 0.04,
+                             "targets": [{"role": "server", "url": f"{u}/{n}"}]} for n in names],
+        })
+        scraper = Scraper(cfg)
+        stop = asyncio.Event()
+        cycles = []
+        task = asyncio.create_task(scraper.run(stop, on_cycle=cycles.append))
+        await asyncio.sleep(3.5)
+        stop.set()
+        await task
+        await runner.cleanup()
+        return scraper, cycles
+
+    scraper, cycles = asyncio.run(go())
+    offsets = sorted(scraper.offset(d) for d in scraper.config.deployments)
+    assert all(0 <= o < 1 for o in offsets) and len(set(offsets)) == len(offsets)
+    assert len(cycles) == 3 and scraper.cycles == 3
+    for n in names:
+        assert 2 <= len(hits[n]) <= 4, (n, hits[n])
+        gaps = [b - a for a, b in zip(hits[n], hits[n][1:])]
+        assert all(0.8 < g < 1.5 for g in gaps), gaps
+        assert len(scraper.engines[n].store) >= 2
