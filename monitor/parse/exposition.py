@@ -205,9 +205,8 @@ def _wanted_regex(wanted: frozenset[str]) -> re.Pattern[str]:
 
 
 
-def _wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float]:
-    """Parse one line whose name is wanted: labels in full, value, timestamp checked."""
-    raw, label_text, rest = _split_sample(line, lineno)
+def _value_of(rest: str, lineno: int, line: str) -> float:
+    """The value after the name and labels; a timestamp after it must be a number too."""
     tokens = rest.split()
     if not tokens:
         raise ParseError(lineno, "sample has no value", line)
@@ -216,10 +215,18 @@ def _wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float]:
     except ValueError:
         raise ParseError(lineno, f"value {tokens[0]!r} is not a number", line) from None
     if len(tokens) > 1 and tokens[1] != "#":
+        # A timestamp (ms in 0.0.4, s in OpenMetrics); an exemplar starts with '#'.
         try:
             float(tokens[1])
         except ValueError:
             raise ParseError(lineno, "unexpected text after the value", line) from None
+    return value
+
+
+def _wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float]:
+    """Parse one line whose name is wanted: labels in full, value, timestamp checked."""
+    raw, label_text, rest = _split_sample(line, lineno)
+    value = _value_of(rest, lineno, line)
     labels = parse_labels(label_text, lineno, line) if label_text else ()
     return canonical_name(raw), labels, value
 
@@ -326,19 +333,7 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -
             raw = line[:space]
             name = canonical_name(raw)
             label_text, rest = None, line[space:]
-        tokens = rest.split()
-        if not tokens:
-            raise ParseError(lineno, "sample has no value", line)
-        try:
-            value = float(tokens[0])
-        except ValueError:
-            raise ParseError(lineno, f"value {tokens[0]!r} is not a number", line) from None
-        if len(tokens) > 1 and tokens[1] != "#":
-            # A timestamp (ms in 0.0.4, s in OpenMetrics); an exemplar starts with '#'.
-            try:
-                float(tokens[1])
-            except ValueError:
-                raise ParseError(lineno, "unexpected text after the value", line) from None
+        value = _value_of(rest, lineno, line)
         count += 1
         if raw not in first_line:
             first_line[raw] = lineno
