@@ -6,10 +6,8 @@ import asyncio
 import json
 import shutil
 import statistics
-import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from monitor.analyze.report import analyze
 from monitor.emulate import Emulator
 from tests.analyze.conftest import INCIDENT_AT, QUEUE_INCIDENT, RATE, T1, T2, WINDOW, make_config
 from tests.conftest import free_port
+from tests.procs import running
 
 PROMETHEUS = "/usr/bin/prometheus"
 SPEED = 20.0  # emulated seconds per real second: T2 (960 s) is 48 s of wall time
@@ -68,14 +67,6 @@ def prometheus_yml(config) -> str:
                                       "evaluation_interval": f"{SCRAPE:g}s"}, "scrape_configs": jobs})
 
 
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture()
 def live(tmp_path: Path):
     if not shutil.which(PROMETHEUS):
@@ -83,23 +74,10 @@ def live(tmp_path: Path):
     with ThreadedEmulator() as te:
         (tmp_path / "prometheus.yml").write_text(prometheus_yml(te.emu.localized_config()))
         port = free_port()
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"))
-        try:
-            deadline = time.monotonic() + 30
-            while not _ready(port):
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()
-                time.sleep(0.2)
+        argv = [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}"]
+        with running(argv, tmp_path / "prometheus.log", ready_url=f"http://127.0.0.1:{port}/-/ready"):
             yield te, port
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
 
 
 def test_queue_buildup_from_prometheus_names_the_queue_and_the_same_window(live, queue_run):

@@ -27,6 +27,7 @@ from monitor.config import Config, parse_config
 from monitor.emulate import Emulator, find_free_base_port, plan
 from monitor.emulate.router import RouterProcess, launch_router
 from tests.conftest import free_port
+from tests.procs import answers, stop
 
 TIME_SCALE = 60  # 1h window -> 60 s, 5m -> 5 s, `for: 2m` -> 2 s (see monitor/generate/options.py)
 
@@ -150,13 +151,7 @@ class Stack:
 
     def close(self) -> None:
         for name, proc in reversed(list(self.procs.items())):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop(proc)
             log = self.tmp / f"{name}.log"
             if log.exists():
                 (self.tmp / f"{name}.log.kept").write_bytes(log.read_bytes()[-20000:])
@@ -169,14 +164,6 @@ class Stack:
 def _spawn(stack: Stack, name: str, argv: list[str]) -> None:
     log = open(stack.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
     stack.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=stack.tmp)
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def start_stack(tmp: Path) -> Stack:
@@ -215,9 +202,9 @@ def start_stack(tmp: Path) -> Stack:
         stack.sidecar_url = f"http://127.0.0.1:{side_port}"
         stack.prometheus_url = f"http://127.0.0.1:{prom_port}"
         stack.alertmanager_url = f"http://127.0.0.1:{am_port}"
-        wait_until(lambda: _ready(stack.sidecar_url + "/healthz"), 30, what="sidecar")
-        wait_until(lambda: _ready(stack.alertmanager_url + "/-/ready"), 30, what="alertmanager")
-        wait_until(lambda: _ready(stack.prometheus_url + "/-/ready"), 30, what="prometheus")
+        wait_until(lambda: answers(stack.sidecar_url + "/healthz"), 30, what="sidecar")
+        wait_until(lambda: answers(stack.alertmanager_url + "/-/ready"), 30, what="alertmanager")
+        wait_until(lambda: answers(stack.prometheus_url + "/-/ready"), 30, what="prometheus")
         return stack
     except BaseException:
         stack.close()

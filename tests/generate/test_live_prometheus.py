@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -21,6 +20,7 @@ from monitor.generate.options import Options
 from monitor.generate.writer import write
 from tests.conftest import free_port
 from tests.generate.conftest import FIXTURES, PROMETHEUS, need
+from tests.procs import running
 
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
@@ -96,19 +96,10 @@ def live(tmp_path: Path):
             "targets": [{"role": "server", "url": f"http://127.0.0.1:{server.port}/metrics"}]}]})
         write(generate(config, Options(time_scale=60, alertmanager=f"127.0.0.1:{free_port()}")), tmp_path)
         port = free_port()
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'alerts/prometheus.yml'}",
-             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"))
-        try:
+        argv = [PROMETHEUS, f"--config.file={tmp_path / 'alerts/prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"]
+        with running(argv, tmp_path / "prometheus.log"):
             yield port, server
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
 
 
 def _values(port: int, query: str) -> list[float]:
