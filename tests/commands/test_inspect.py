@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.inspect_exposition import inspect_text
 from tests.conftest import (
@@ -18,6 +19,7 @@ from tests.conftest import (
     ROUTER_ENGINE,
     ROUTER_METRICS,
     ROUTER_PD,
+    SHARED_FIXTURES,
 )
 
 # Hand-computed from sglang_0.5.23_server_metrics.txt (both is_streaming series added):
@@ -81,3 +83,17 @@ def test_cli_reports_the_router_500_body_as_a_clear_error():
     cmd = [sys.executable, "-m", "monitor", "inspect", str(ROUTER_500), "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 2 and "line 1" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("path", sorted(SHARED_FIXTURES.glob("*.txt")), ids=lambda p: p.name)
+def test_every_shared_fixture_is_summarised_or_refused_with_the_line(path):
+    """Every exposition in ../shared/fixtures parses; the two that are not expositions (the router's
+    500 body, the npu-exporter doc sample that elides lines with '...') fail on their first line."""
+    text = path.read_text()
+    if path.name in ("sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt", "npu_exporter_sample.txt"):
+        with pytest.raises(ValueError, match=r"^line 1: "):
+            inspect_text(text)
+        return
+    out = inspect_text(text)
+    assert out["samples"] > 0 and out["families"] > 0
+    assert out["samples"] == sum(len(f.samples) for f in text_string_to_metric_families(text))
