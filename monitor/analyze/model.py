@@ -79,7 +79,7 @@ def sample(points: Sequence[tuple[float, float]], times: Sequence[float], max_ag
     return tuple(out)
 
 
-NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+NICE_STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 
 
 def choose_step(span: float, scrape_interval: float, points: int = 300) -> float:

@@ -33,7 +33,7 @@ from monitor.conventions import (
     RATIO_GAUGES,
     SLI_FAMILIES,
     canonical_name,
-    parse_duration,
+    parse_prometheus_duration,
     prom_name_regex,
 )
 from monitor.slo.accumulate import HistAccumulator
@@ -93,7 +93,7 @@ class PromClient:
         try:
             data = await self._get("/api/v1/status/config", {})
             cfg = yaml.safe_load(data.get("yaml", "")) or {}
-            return float(parse_duration(str(cfg.get("global", {}).get("scrape_interval", "1m"))))
+            return parse_prometheus_duration(str(cfg.get("global", {}).get("scrape_interval", "1m")))
         except (PrometheusError, ValueError, yaml.YAMLError, AttributeError):
             return None
 

@@ -64,7 +64,9 @@ def pod_monitor(opts: Options) -> str:
 
 def service_monitor(opts: Options) -> str:
     doc = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": _meta("slo-monitor", opts),
-           "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "sglang-slo-monitor"}},
+           # Sidecars run in the workloads' namespaces, not in the monitoring one this object lives in.
+           "spec": {"namespaceSelector": {"any": True},
+                    "selector": {"matchLabels": {"app.kubernetes.io/name": "sglang-slo-monitor"}},
                     "endpoints": [{"port": "metrics", "path": "/metrics", "interval": opts.scrape_interval,
                                    "relabelings": [{"targetLabel": "job", "replacement": "slo-monitor"},
                                                    {"targetLabel": "role", "replacement": "sidecar"}]}]}}

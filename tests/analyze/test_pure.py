@@ -35,6 +35,7 @@ def test_step_is_span_over_300_rounded_up_and_never_below_the_scrape_interval():
     assert choose_step(6 * 3600, 15) == 120  # 72 s -> 120
     assert choose_step(30, 1) == 1
     assert choose_step(600, 30) == 30
+    assert choose_step(30, 0.5) == 0.5  # sub-second scrapes (`500ms`) keep their resolution
 
 
 def test_sample_steps_values_onto_the_grid_and_drops_stale_ones():

@@ -91,6 +91,13 @@ def test_servicemonitors_select_the_service(objs):
         generated["spec"]["endpoints"][0]["relabelings"]
 
 
+def test_generated_servicemonitor_finds_sidecars_outside_its_own_namespace(objs):
+    generated = yaml.safe_load(service_monitor(Options()))
+    # It lives in the monitoring namespace; the sidecar's Service lives with the workload.
+    assert generated["metadata"]["namespace"] != objs["Service"]["metadata"].get("namespace", "sglang")
+    assert generated["spec"]["namespaceSelector"] == {"any": True}
+
+
 def test_pod_labels_and_sglang_port_match_the_generated_podmonitor_and_the_config(objs):
     pm = yaml.safe_load(pod_monitor(Options()))
     pod_labels = objs["Deployment"]["spec"]["template"]["metadata"]["labels"]
