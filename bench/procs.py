@@ -12,6 +12,8 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tests.procs import stop  # terminate, then kill: one helper for tests and benchmarks
+
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -61,13 +63,7 @@ def started(cmd: Sequence[str], *, cores: set[int] | None = None, env: dict[str,
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop(proc)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()

@@ -104,6 +104,10 @@ class Deployment(_Strict):
     itl_target_seconds: float | None = Field(default=None, gt=0)
     e2e_target_seconds: float | None = Field(default=None, gt=0)
     objective: float = Field(default=0.99, gt=0, lt=1)
+    # Optional goodput SLO: this share of requests must succeed *and* meet every latency target
+    # (computed per request from a request-log target). Usually below `objective`: meeting each
+    # SLI 99% of the time does not make 99% of requests meet all of them.
+    goodput_objective: float | None = Field(default=None, gt=0, lt=1)
     period: str = "30d"
     # Accept an SLI whose target is not a bucket edge (interpolated, reported as approximate).
     approximate: bool = False
@@ -144,6 +148,17 @@ class Deployment(_Strict):
         if dup:
             raise ValueError(f"duplicate target {dup[0]!r}; give each a distinct url or name")
         return self
+
+    @model_validator(mode="after")
+    def _goodput_has_a_source(self) -> Deployment:
+        if self.goodput_objective is not None and not self.has_request_log:
+            raise ValueError("goodput_objective needs a target with role: request-log and the `path` of SGLang's "
+                             "--export-metrics-to-file-dir (goodput is computed per request from those files)")
+        return self
+
+    @property
+    def has_request_log(self) -> bool:
+        return any(t.source == "request-log" for t in self.targets)
 
     def target_seconds(self, sli: str) -> float | None:
         return getattr(self, f"{sli}_target_seconds")

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,11 +17,12 @@ from monitor.conventions import parse_duration
 from monitor.export.http_server import build_app
 from monitor.export.otlp import start_otlp_for_sidecar
 from monitor.export.prometheus import SidecarCollector
-from monitor.export.status_model import StatusResponse, deployment_status, sidecar_status
+from monitor.export.status_model import StatusResponse, deployment_status, goodput_status, sidecar_status
 from monitor.record.store import Recording
 from monitor.record.summary import state_row
 from monitor.requestlog import RequestLogReader, state_path_for
 from monitor.scrape.loop import Scraper
+from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,10 @@ class Sidecar:
         for dep in self.config.deployments:
             engine = self.scraper.engines[dep.name]
             targets = [self.scraper.statuses[(dep.name, t.id)] for t in dep.targets]
-            deps.append(deployment_status(dep, engine.state(now), targets))
+            st = deployment_status(dep, engine.state(now), targets)
+            if self.request_logs and dep.name in self.request_logs.summaries:
+                st.goodput = goodput_status(dep, self.request_logs.summaries[dep.name].values())
+            deps.append(st)
         side = sidecar_status(self.started_at, now, self.config.sidecar.scrape_interval_seconds,
                               self.scraper.cycles, self.scraper.last_cycle_seconds)
         return StatusResponse(sidecar=side, deployments=deps)
@@ -165,10 +167,7 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
     otlp = start_otlp_for_sidecar(sidecar)  # None unless sidecar.otlp_endpoint is set
     log.info("serving /metrics, /healthz and /api/v1/status on http://%s:%d",
              host or config.sidecar.listen_host, bound)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, sidecar.stop)
+    on_stop_signals(sidecar.stop)
     try:
         await sidecar.run()
     finally:

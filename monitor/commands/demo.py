@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
 
 from monitor.commands.status import render_table
 from monitor.config import Config, load_config
+from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +72,14 @@ async def run_demo(args: argparse.Namespace) -> int:
 
     base = demo_config(args.config)
     tmp = Path(tempfile.mkdtemp(prefix="slo-monitor-demo-"))
-    emulator = Emulator(base, args.base_port, speed=args.speed, incidents=args.incident)
+    # The emulated servers also write SGLang's per-request log, which the sidecar tails for goodput.
+    emulator = Emulator(base, args.base_port, speed=args.speed, incidents=args.incident,
+                        request_log_dir=tmp / "request-logs")
     routers = []
     sidecar = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    on_stop_signals(stop.set)
     try:
         await emulator.start()
         cfg = emulator.localized_config()
@@ -112,7 +111,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             "inject an incident and watch the burn rate climb:\n"
             f"  curl -s -X POST {emulator.control_url}/control/incident -H 'content-type: application/json' "
             + "-d '" + json.dumps({"deployment": first, "kind": "tpot_regression", "factor": 3}) + "'\n"
-            f"  (kinds: tpot_regression ttft_spike queue_buildup restart down npu_overheat hbm_full "
+            f"  (kinds: tpot_regression ttft_spike queue_buildup restart down npu_overheat hbm_full kv_transfer_failure "
             f"metrics_disabled; clear: curl -X POST {emulator.control_url}/control/clear)"
         )
         print("\n".join(banner), flush=True)

@@ -52,7 +52,7 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
 
 def render_table(status: StatusResponse, *, color: bool = True) -> str:
     head = ["deployment", "state", "TPOT tgt ms", "TPOT p99 5m", "TPOT SLI 5m", "burn 1h", "budget",
-            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "run", "queue", "up"]
+            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "goodput 5m", "run", "queue", "up"]
     rows = []
     for d in status.deployments:
         slis = {s.sli: s for s in d.slis}
@@ -61,7 +61,8 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
         ups = sum(1 for t in d.targets if t.up)
         tpot = _sli_cells(slis.get("tpot"))
         ttft = _sli_cells(slis.get("ttft"))
-        rows.append(([d.name, state, *tpot, *ttft[:3],
+        gp5 = next((w for w in d.goodput if w.window == "5m"), None)
+        rows.append(([d.name, state, *tpot, *ttft[:3], _pct(gp5.ratio) if gp5 else "-",
                       f"{load.get('num_running_reqs', 0):.0f}", f"{load.get('num_queue_reqs', 0):.0f}",
                       f"{ups}/{len(d.targets)}"], col))
     widths = [max(len(h), *(len(r[0][i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]

@@ -372,6 +372,10 @@ class EmulatedDeployment:
     def _pd_transferred(self, req: Req) -> None:
         if not req.alive or req.p_rank is None or req.p_server is None:
             return
+        fail = self.effects("prefill").transfer_failure
+        if fail and self.rng.random() < fail:
+            self._pd_transfer_failed(req)
+            return
         req.p_rank.inflight.pop(req, None)
         self._observe_prefill_side(req.p_server, req)
         rank = req.rank
@@ -381,6 +385,29 @@ class EmulatedDeployment:
             lab = {**req.server.base_labels(), **labels}
             rank.store.observe("sglang:queue_time_seconds", lab, QUEUE_EDGES, self.now - req.t_prealloc)
         self._start_decode(req, self.now + 0.5 * self.model.tpot_median)
+
+    def _pd_transfer_failed(self, req: Req) -> None:
+        """Both sides count the failed transfer (SGLang's prefill.py and decode.py); the decode server aborts
+        the request, which its client (and the request log) sees as an error before the first token."""
+        assert req.p_rank is not None and req.p_server is not None
+        req.alive = False
+        self._live.pop(req.rid, None)
+        req.p_rank.inflight.pop(req, None)
+        rank = req.rank
+        rank.transfer.pop(req, None)
+        for srv, r in ((req.p_server, req.p_rank), (req.server, rank)):
+            for labels in r.labels:
+                r.store.inc("sglang:num_transfer_failed_reqs", {**srv.base_labels(), **labels})
+        self._count_abort(req.server, req, "500")
+        if req.server.log is not None:
+            req.server.log.write(record(
+                rid=req.rid, streaming=req.shape.streaming, max_new_tokens=req.shape.completion_tokens,
+                finish_reason="abort", prompt_tokens=req.shape.prompt_tokens, completion_tokens=0,
+                cached_tokens=req.shape.cached_tokens, received_wall=self.wall_start + req.created,
+                first_token_latency=None, e2e_latency=self.now - req.created, queue_time=req.queue_time, tpot=None,
+                abort=("KV transfer failed", 500)))
+        self._pd_prealloc(rank)
+        self._pd_admit_prefill(req.p_rank)
 
     # --- observation ---------------------------------------------------------------------------
     def _observe_finished(self, srv: ServerSim, req: Req) -> None:
@@ -437,11 +464,11 @@ class EmulatedDeployment:
         store.observe(SLI_FAMILIES["e2e"], ls, self.buckets["e2e"], self.now - req.created)
         store.inc("sglang:http_responses", {**HTTP_LABELS, "status_code": "200"})
 
-    def _count_abort(self, srv: ServerSim, req: Req) -> None:
+    def _count_abort(self, srv: ServerSim, req: Req, status: str = "499") -> None:
         base = srv.base_labels()
         srv.store.inc("sglang:num_aborted_requests", base)
         srv.store.inc("sglang:num_requests", {**base, "is_streaming": _flag(req.shape.streaming)})
-        srv.store.inc("sglang:http_responses", {**HTTP_LABELS, "status_code": "499"})
+        srv.store.inc("sglang:http_responses", {**HTTP_LABELS, "status_code": status})
 
     def _scheduler_decode_counters(self, srv: ServerSim, rank: RankSim, req: Req) -> None:
         steps = math.ceil(req.produced / req.accept) if req.accept else req.produced

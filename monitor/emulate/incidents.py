@@ -22,9 +22,11 @@ KINDS: tuple[str, ...] = (
     "npu_overheat",  # chip temperature up, decode slower by `factor`
     "hbm_full",  # HBM use and token_usage near 100 %, fewer running slots
     "metrics_disabled",  # /metrics answers 404 (server launched without --enable-metrics)
+    "kv_transfer_failure",  # PD: this share (`factor`, 0..1) of KV transfers fails; the request aborts
 )
 DEFAULT_FACTOR: dict[str, float] = {
     "tpot_regression": 2.0, "ttft_spike": 4.0, "queue_buildup": 3.0, "npu_overheat": 1.5,
+    "kv_transfer_failure": 0.5,
 }
 _ids = itertools.count(1)
 
@@ -42,6 +44,9 @@ class Incident:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown incident kind {self.kind!r}; expected one of {', '.join(KINDS)}")
+        if self.kind == "kv_transfer_failure" and not 0 < self.factor <= 1:
+            raise ValueError(f"kv_transfer_failure: factor is the share of transfers that fail (0 < f <= 1), "
+                             f"got {self.factor:g}")
         if self.factor <= 0:
             raise ValueError("incident factor must be > 0")
         if self.duration is not None and self.duration < 0:
@@ -117,10 +122,12 @@ class Effects:
     overheat: bool = False
     down: bool = False
     metrics_disabled: bool = False
+    transfer_failure: float = 0.0  # probability that a KV transfer fails
 
 
 def effects(incidents: list[Incident], role: str, now: float) -> Effects:
     tpot = ttft = arrivals = 1.0
+    transfer_ok = 1.0
     flags = {"hbm_full": False, "overheat": False, "down": False, "metrics_disabled": False}
     for inc in incidents:
         # Arrivals come from the clients in front of the whole deployment, whatever the role.
@@ -142,4 +149,6 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
             flags["down"] = flags["down"] or inc.kind == "down" or bool(inc.duration)
         elif inc.kind == "metrics_disabled":
             flags["metrics_disabled"] = True
-    return Effects(tpot, ttft, arrivals, **flags)
+        elif inc.kind == "kv_transfer_failure":
+            transfer_ok *= 1.0 - inc.factor
+    return Effects(tpot, ttft, arrivals, **flags, transfer_failure=1.0 - transfer_ok)

@@ -21,7 +21,8 @@ def file_name(wall: float) -> str:
 
 def record(*, rid: str, streaming: bool, max_new_tokens: int, finish_reason: str, prompt_tokens: int,
            completion_tokens: int, cached_tokens: int, received_wall: float, first_token_latency: float | None,
-           e2e_latency: float, queue_time: float, tpot: float | None) -> dict[str, Any]:
+           e2e_latency: float, queue_time: float, tpot: float | None,
+           abort: tuple[str, int] = ("Client disconnected", 499)) -> dict[str, Any]:
     params = {"rid": rid, "stream": streaming, "sampling_params": {"max_new_tokens": max_new_tokens},
               "log_metrics": True}
     if finish_reason == "length":
@@ -29,7 +30,7 @@ def record(*, rid: str, streaming: bool, max_new_tokens: int, finish_reason: str
     elif finish_reason == "stop":
         reason = {"type": "stop", "matched": 2}
     else:
-        reason = {"type": "abort", "message": "Client disconnected", "status_code": 499}
+        reason = {"type": "abort", "message": abort[0], "status_code": abort[1]}
     out: dict[str, Any] = {
         "request_parameters": json.dumps(params),
         "id": rid,

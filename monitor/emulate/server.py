@@ -25,6 +25,7 @@ from monitor.emulate.engine import EmulatedDeployment, ServerSim
 from monitor.emulate.exposition import render_npu, render_server
 from monitor.emulate.incidents import Incident, parse_spec
 from monitor.emulate.topology import HOST, DeploymentLayout, Layout, localize, plan
+from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -367,17 +368,12 @@ def run_emulator(config: Config, base_port: int, *, speed: float = 1.0, seed: in
                  incidents: Iterable[str] = (), request_log_dir: str | None = None,
                  ready: Any = None) -> None:
     """Run until SIGINT/SIGTERM (the CLI's `slo-monitor emulate`). `ready(emulator)` is called once up."""
-    import signal
-
     async def main() -> None:
         emu = Emulator(config, base_port, speed=speed, seed=seed, incidents=incidents,
                        request_log_dir=request_log_dir)
         await emu.start()
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+        on_stop_signals(stop.set)
         try:
             if ready is not None:
                 ready(emu)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -11,6 +13,9 @@ from monitor import __version__
 from monitor.config import Deployment
 from monitor.scrape.status import TargetStatus
 from monitor.slo.state import DeploymentState, SliState
+
+if TYPE_CHECKING:
+    from monitor.requestlog.goodput import WindowGoodput
 
 
 def _f(x: float | None) -> float | None:
@@ -67,6 +72,18 @@ class TargetStatusModel(BaseModel):
     detail: dict[str, float]
 
 
+class GoodputWindowStatus(BaseModel):
+    """Per-request goodput over one window, from the deployment's request-log targets."""
+
+    window: str
+    seconds: float
+    requests: int
+    good: int
+    ratio: float | None  # None for an empty window
+    missed: dict[str, int]  # ttft | tpot | e2e | failed -> requests (a request can miss several)
+    objective: float | None  # the goodput SLO, when the deployment has one
+
+
 class DeploymentStatus(BaseModel):
     name: str
     model: str
@@ -78,6 +95,7 @@ class DeploymentStatus(BaseModel):
     rates: dict[str, float]
     targets: list[TargetStatusModel]
     warnings: list[str]
+    goodput: list[GoodputWindowStatus] = []  # empty without a request-log target
 
 
 class SidecarStatus(BaseModel):
@@ -140,6 +158,11 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
         targets=[target_status(t) for t in targets],
         warnings=list(dep.warnings),
     )
+
+
+def goodput_status(dep: Deployment, windows: Iterable[WindowGoodput]) -> list[GoodputWindowStatus]:
+    return [GoodputWindowStatus(window=w.window, seconds=w.seconds, requests=w.requests, good=w.good, ratio=w.ratio,
+                                missed=dict(w.missed), objective=dep.goodput_objective) for w in windows]
 
 
 def sidecar_status(started_at: float, now: float, interval: float, cycles: int, last: float) -> SidecarStatus:

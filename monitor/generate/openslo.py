@@ -21,7 +21,14 @@ from monitor.config import Config, ConfigError, Deployment, format_validation_er
 from monitor.conventions import SLI_FAMILIES, format_le, parse_duration
 from monitor.escaping import yaml_text
 from monitor.generate.options import format_number
-from monitor.generate.plan import SLI_LONG, SLI_TITLES, engine_selector, resolve_sli
+from monitor.generate.plan import (
+    SLI_LONG,
+    SLI_TITLES,
+    GoodputPlan,
+    engine_selector,
+    goodput_plan,
+    resolve_sli,
+)
 from monitor.generate.promql import selector
 
 API_VERSION = "openslo/v1"
@@ -32,6 +39,7 @@ A_DEPLOYMENT = ANN + "deployment"  # JSON: the deployment's non-SLO fields (mode
 CARRIED = ("model", "hardware", "cards", "mode", "dataset", "input_tokens", "output_tokens", "prefix_cache_hit",
            "image_inputs", "quantization", "approximate", "buckets", "baseline", "targets", "launch",
            "warnings", "labels")
+GOODPUT = "goodput"
 _LE_RE = re.compile(r'\ble\s*=\s*"([^"]*)"')
 _DNS = re.compile(r"[^a-z0-9-]+")
 
@@ -92,11 +100,47 @@ def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
     }
 
 
+def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
+    """The goodput SLO over the sidecar's two request-log counters (good = met every target)."""
+    eq = {"deployment": dep.name}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "SLO",
+        "metadata": {
+            "name": object_name(dep.name, plan.sli),
+            "displayName": f"{dep.name} {plan.title}",
+            "labels": {"deployment": dep.name, "sli": plan.sli},
+            "annotations": {A_DEPLOYMENT: json.dumps(_carried(dep), sort_keys=True)},
+        },
+        "spec": {
+            "description": f"{dep.name}: {plan.describe()} over {dep.period}, counted per request from SGLang's "
+                           "request log by slo-monitor",
+            "service": dep.name,
+            "indicator": {
+                "metadata": {"name": object_name(dep.name, plan.sli, "sli")},
+                "spec": {"ratioMetric": {
+                    "counter": True,
+                    "good": {"metricSource": {"type": "Prometheus",
+                                              "spec": {"query": selector(plan.good_metric, eq)}}},
+                    "total": {"metricSource": {"type": "Prometheus",
+                                               "spec": {"query": selector(plan.total_metric, eq)}}},
+                }},
+            },
+            "timeWindow": [{"duration": dep.period, "isRolling": True}],
+            "budgetingMethod": "Occurrences",
+            "objectives": [{"displayName": "requests meeting every target", "target": plan.objective}],
+        },
+    }
+
+
 def render_openslo(config: Config) -> dict[str, str]:
     """Relative path -> YAML text; deployments without SLI targets get no file."""
     files: dict[str, str] = {}
     for dep in config.deployments:
         docs = [slo_document(dep, sli) for sli in dep.slis]
+        goodput = goodput_plan(dep)
+        if goodput is not None:
+            docs.append(goodput_document(dep, goodput))
         if docs:
             files[f"openslo/{dep.name}.yaml"] = "---\n".join(yaml_text(d) for d in docs)
     return files
@@ -178,11 +222,16 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
                 raise ValueError("only `indicator.spec.ratioMetric` (good/total over SGLang buckets) is supported")
             good = _query(ratio, "good")
             _query(ratio, "total")
+            is_goodput = labels.get("sli") == GOODPUT or GoodputPlan.good_metric in good
             sli = labels.get("sli") if labels.get("sli") in SLI_FAMILIES else _sli_of(good)
+            if is_goodput:
+                sli = GOODPUT
             if sli is None:
                 raise ValueError(f"cannot tell the SLI: label `sli` is missing and the good query names no "
                                  f"SGLang latency histogram bucket: {good!r}")
-            if A_TARGET in ann:
+            if sli == GOODPUT:
+                target = 0.0  # goodput has no latency target of its own
+            elif A_TARGET in ann:
                 target = float(ann[A_TARGET])
             else:
                 m = _LE_RE.search(good)
@@ -203,12 +252,17 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
                 except (ValueError, TypeError) as err:
                     raise _err(source, i, doc, f"annotation {A_DEPLOYMENT} is not JSON: {err}") from None
             deps[name] = dep
-        dep[f"{sli}_target_seconds"] = target
-        objectives.setdefault(name, set()).add(objective)
         if period:
             dep["period"] = period
+        if sli == GOODPUT:
+            dep["goodput_objective"] = objective
+            continue
+        dep[f"{sli}_target_seconds"] = target
+        objectives.setdefault(name, set()).add(objective)
     for name, dep in deps.items():
-        objs = objectives[name]
+        objs = objectives.get(name)
+        if not objs:
+            continue
         # One objective per deployment here: keep the strictest, and say so when they differed.
         dep["objective"] = max(objs)
         if len(objs) > 1:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from monitor.config import Deployment
 from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, SLI_FAMILIES, format_le
 from monitor.generate.options import Options, format_number
+from monitor.requestlog.export import M_GOODPUT_REQUESTS, M_LOG_FINISHED
+from monitor.requestlog.records import REQUEST_SLIS
 
 ENGINE_ROLES = ("server", "prefill", "decode")
 SLI_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
@@ -58,6 +60,15 @@ class SLIPlan:
     def title(self) -> str:
         return SLI_TITLES[self.sli]
 
+    @property
+    def long_name(self) -> str:
+        return SLI_LONG[self.sli]
+
+    @property
+    def sli_metric(self) -> str:
+        """The series the SLI counts good events from (for annotations)."""
+        return f'{self.family}_bucket{{le="{self.le if not self.approximate else format_le(self.upper)}"}}'
+
     def describe(self) -> str:
         pct = format_number(round(self.objective * 100, 6))
         return (f"{pct}% of {SLI_UNIT[self.sli]} with {SLI_LONG[self.sli]} <= {format_number(self.target)}s")
@@ -69,6 +80,52 @@ class SLIPlan:
         return (f"approximate: {format_number(self.target)}s is not a bucket edge of {self.family}; good events "
                 f"are interpolated linearly between {lo} and le=\"{format_le(self.upper)}\" "
                 f"(fix: {bucket_fix(self)})")
+
+
+@dataclass(frozen=True)
+class GoodputPlan:
+    """The optional goodput SLO: requests that succeeded and met every latency target, counted by the
+    sidecar from SGLang's request log. It records and alerts under the same names as the histogram
+    SLIs (label sli="goodput"), from two counters instead of a histogram."""
+
+    deployment: str
+    objective: float
+    targets: dict[str, float]  # the latency targets a request must meet (ttft, tpot, e2e)
+    sli: str = "goodput"
+    good_metric: str = M_GOODPUT_REQUESTS + "_total"
+    total_metric: str = M_LOG_FINISHED + "_total"
+    approximate: bool = False
+
+    @property
+    def budget(self) -> float:
+        return round(1.0 - self.objective, 12)
+
+    @property
+    def title(self) -> str:
+        return "Goodput"
+
+    @property
+    def long_name(self) -> str:
+        return "goodput"
+
+    @property
+    def sli_metric(self) -> str:
+        return self.good_metric
+
+    def describe(self) -> str:
+        pct = format_number(round(self.objective * 100, 6))
+        met = " and ".join(f"{SLI_TITLES[s]} <= {format_number(t)}s" for s, t in self.targets.items())
+        return f"{pct}% of requests succeeding" + (f" with {met}" if met else "")
+
+
+Plan = SLIPlan | GoodputPlan
+
+
+def goodput_plan(dep: Deployment) -> GoodputPlan | None:
+    if dep.goodput_objective is None:
+        return None
+    targets = {s: t for s in REQUEST_SLIS if (t := dep.target_seconds(s)) is not None}
+    return GoodputPlan(dep.name, dep.goodput_objective, targets)
 
 
 def edges_for(dep: Deployment, sli: str) -> tuple[float, ...]:
@@ -108,8 +165,11 @@ def resolve_sli(dep: Deployment, sli: str, approximate: bool) -> SLIPlan:
     return plan
 
 
-def plan_slis(dep: Deployment, options: Options) -> list[SLIPlan]:
-    return [resolve_sli(dep, sli, options.approximate) for sli in dep.slis]
+def plan_slis(dep: Deployment, options: Options) -> list[Plan]:
+    """The histogram SLIs with a target, then the goodput SLO when the deployment has one."""
+    plans: list[Plan] = [resolve_sli(dep, sli, options.approximate) for sli in dep.slis]
+    goodput = goodput_plan(dep)
+    return plans + [goodput] if goodput else plans
 
 
 def scraped_roles(dep: Deployment) -> list[str]:

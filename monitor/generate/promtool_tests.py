@@ -16,7 +16,7 @@ from monitor.config import Deployment
 from monitor.conventions import BURN_RATE_ALERTS, format_le, parse_duration
 from monitor.generate import names
 from monitor.generate.options import Options, format_number
-from monitor.generate.plan import SLIPlan, engine_selector, scraped_roles
+from monitor.generate.plan import GoodputPlan, Plan, engine_selector, scraped_roles
 from monitor.generate.rules import burn_alerts, burn_factor
 from monitor.generate.symptoms import PAGE_ROLES, symptom_groups
 
@@ -34,11 +34,15 @@ def render(template: str, value: float, labels: dict[str, str]) -> str:
     return text.replace('{{ "{{" }}', "{{")
 
 
-def _series(plan: SLIPlan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
+def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
     """Counters for one SLI; `error=None` means no traffic (flat counters)."""
     base = f'deployment="{plan.deployment}",role="{role}"'
     total = 0.0 if error is None else TOTAL_PER_STEP
     good = 0.0 if error is None else TOTAL_PER_STEP * (1 - error)
+    if isinstance(plan, GoodputPlan):  # the sidecar's counters, as its scrape job labels them
+        base = f'deployment="{plan.deployment}",job="{names.SIDECAR_JOB}",role="sidecar",target="decode-0-log"'
+        return [{"series": f"{plan.total_metric}{{{base}}}", "values": f"0+{format_number(total)}x{steps}"},
+                {"series": f"{plan.good_metric}{{{base}}}", "values": f"0+{format_number(good)}x{steps}"}]
     les = [plan.le] if not plan.approximate else [format_le(e) for e in (plan.lower, plan.upper) if e]
     out = [{"series": f"{plan.family}_count{{{base}}}", "values": f"0+{format_number(total)}x{steps}"}]
     for le in les:  # interpolation neighbours get the same good count, so the interpolation is exact
@@ -47,7 +51,7 @@ def _series(plan: SLIPlan, role: str, error: float | None, steps: int) -> list[d
     return out
 
 
-def _expected(dep: Deployment, plan: SLIPlan, error: float, alertname: str, pairs: set[tuple[str, str]],
+def _expected(dep: Deployment, plan: Plan, error: float, alertname: str, pairs: set[tuple[str, str]],
               opts: Options) -> list:
     rules = [r for r in burn_alerts(dep, plan, opts) if r["alert"] == alertname
              and (r["labels"]["long_window"], r["labels"]["short_window"]) in pairs]
@@ -57,7 +61,7 @@ def _expected(dep: Deployment, plan: SLIPlan, error: float, alertname: str, pair
              "exp_annotations": {k: render(v, burn, labels) for k, v in r["annotations"].items()}} for r in rules]
 
 
-def _case(dep: Deployment, plan: SLIPlan, role: str, name: str, multiple: float | None, eval_min: int,
+def _case(dep: Deployment, plan: Plan, role: str, name: str, multiple: float | None, eval_min: int,
           pages: set[tuple[str, str]], tickets: set[tuple[str, str]], opts: Options) -> dict[str, Any] | None:
     error = None if multiple is None else multiple * plan.budget
     if error is not None and error > 1:
@@ -102,7 +106,7 @@ def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
                      "exp_annotations": {k: render(v, 0, labels) for k, v in rule["annotations"].items()}}]}]}
 
 
-def promtool_test(dep: Deployment, plans: list[SLIPlan], opts: Options) -> dict[str, Any]:
+def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str, Any]:
     role = engine_selector(dep)["role"].split("|")[0]
     period = parse_duration(dep.period)
     pairs = {sev: {(lw, sw) for s, lw, sw, f in BURN_RATE_ALERTS if s == sev} for sev in ("page", "ticket")}

@@ -6,7 +6,7 @@ Per deployment and SLI (only SLIs with `<sli>_target_seconds`):
   slo_monitor:sli_error:ratio_rate<w>   1 - good/total, absent when total == 0 (no traffic)
   slo_monitor:burn_rate:ratio_rate<w>   error ratio / (1 - objective)
 for w in RULE_WINDOWS (5m 30m 1h 2h 6h 1d 3d), computed from raw counters so every window is
-traffic-weighted; the SLO period (e.g. 30d) is the ratio of `sum_over_time` of the 5m good and
+traffic-weighted (the optional goodput SLO, sli="goodput", from the sidecar's two request-log counters); the SLO period (e.g. 30d) is the ratio of `sum_over_time` of the 5m good and
 total rates (traffic-weighted, cheap). All carry labels {deployment, sli}.
 """
 
@@ -19,7 +19,7 @@ from monitor.conventions import BURN_RATE_ALERTS, RULE_WINDOWS, SLI_FAMILIES, fo
 from monitor.escaping import LABEL_NAME_RE, template_literal
 from monitor.generate import names
 from monitor.generate.options import Options, format_number
-from monitor.generate.plan import SLI_LONG, SLIPlan, engine_selector
+from monitor.generate.plan import GoodputPlan, Plan, SLIPlan, engine_selector
 from monitor.generate.promql import error_ratio, good_rate, mean_latency, selector, sum_rate
 
 RESERVED_LABELS = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
@@ -50,29 +50,36 @@ def burn_factor(nominal: float, period_seconds: int) -> float:
     return round(nominal * period_seconds / PERIOD_30D, 6)
 
 
-def sli_recordings(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[str, Any]]:
+def good_and_total(dep: Deployment, plan: Plan, w: str) -> tuple[str, str]:
+    """PromQL for good and total events per second over window `w` (also what the Sloth spec uses)."""
     eq = {"deployment": dep.name}
+    if isinstance(plan, GoodputPlan):
+        return sum_rate(plan.good_metric, eq, {}, w), sum_rate(plan.total_metric, eq, {}, w)
     regex = engine_selector(dep)
-    labels = {"sli": plan.sli}
-    ids = {"deployment": dep.name, "sli": plan.sli}
     if not plan.approximate:
         lower, upper = plan.le, None
     else:
         lower = None if plan.lower == 0 else format_le(plan.lower)
         upper = format_le(plan.upper)
+    return (good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9)),
+            sum_rate(plan.family + "_count", eq, regex, w))
+
+
+def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
+    labels = {"sli": plan.sli}
+    ids = {"deployment": dep.name, "sli": plan.sli}
     rules = []
     for window in RULE_WINDOWS:
-        w = opts.duration(window)
-        good = good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9))
+        good, total = good_and_total(dep, plan, opts.duration(window))
         rules.append(record(names.sli_good(window), good, labels))
-        rules.append(record(names.sli_total(window), sum_rate(plan.family + "_count", eq, regex, w), labels))
+        rules.append(record(names.sli_total(window), total, labels))
     for window in RULE_WINDOWS:
         rules.append(record(names.sli_error(window), error_ratio(
             selector(names.sli_good(window), ids), selector(names.sli_total(window), ids)), labels))
     return rules
 
 
-def meta_recordings(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[str, Any]]:
+def meta_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
     ids = {"deployment": dep.name, "sli": plan.sli}
     budget = format_number(plan.budget)
     static = {"deployment": dep.name, "sli": plan.sli}
@@ -80,8 +87,9 @@ def meta_recordings(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[
     rules = [
         record(names.OBJECTIVE, f"vector({format_number(plan.objective)})", static),
         record(names.ERROR_BUDGET, f"vector({budget})", static),
-        record(names.TARGET, f"vector({format_number(plan.target)})", static),
     ]
+    if isinstance(plan, SLIPlan):  # goodput has no single latency target
+        rules.append(record(names.TARGET, f"vector({format_number(plan.target)})", static))
     for window in RULE_WINDOWS:
         rules.append(record(names.burn_rate(window), f"{selector(names.sli_error(window), ids)} / {budget}",
                             {"sli": plan.sli}))
@@ -102,7 +110,7 @@ def latency_means(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
             for window in ("5m", "30m") for sli, family in SLI_FAMILIES.items()]
 
 
-def burn_annotations(dep: Deployment, plan: SLIPlan, severity: str, long_w: str, short_w: str, factor: float,
+def burn_annotations(dep: Deployment, plan: Plan, severity: str, long_w: str, short_w: str, factor: float,
                      opts: Options) -> dict[str, str]:
     name, title, fac = template_literal(dep.name), plan.title, format_number(factor)
     scale = f" (time-scaled 1/{format_number(opts.time_scale)}: {opts.duration(long_w)}/{opts.duration(short_w)})" \
@@ -111,28 +119,37 @@ def burn_annotations(dep: Deployment, plan: SLIPlan, severity: str, long_w: str,
         "summary": f"{name}: {title} SLO burning its error budget at {{{{ $value | printf \"%.1f\" }}}}x "
                    f"({severity}: > {fac}x over {long_w} and {short_w})",
         "description": template_literal(
-            f"Deployment {dep.name} ({dep.model} on {dep.hardware}): the {SLI_LONG[plan.sli]} SLO is "
+            f"Deployment {dep.name} ({dep.model} on {dep.hardware}): the {plan.long_name} SLO is "
             f"{plan.describe()} over {dep.period}. ") + (
             f"The error ratio over the last {long_w}{scale} burns the budget (1 - objective = "
             f"{format_number(plan.budget)}) at {{{{ $value | printf \"%.2f\" }}}}x, above {fac}x, and the "
             f"{short_w} window confirms it is still happening."),
-        "runbook": template_literal(
-            f"Open the Grafana dashboard 'SGLang deployment' for {dep.name}; compare {plan.title} percentiles "
-            f"with the target, then check queued requests, KV-cache token usage, PD transfer queues and the "
-            f"router. Rules: slo_monitor:sli_error:ratio_rate{long_w}{{deployment=\"{dep.name}\",sli=\"{plan.sli}\"}}."),
+        "runbook": template_literal(_runbook(dep, plan, long_w)),
         "deployment": template_literal(dep.name),
         "sli": plan.sli,
-        "target_seconds": format_number(plan.target),
         "objective": format_number(plan.objective),
         "burn_rate": "{{ $value | printf \"%.2f\" }}",
-        "sli_metric": f'{plan.family}_bucket{{le="{plan.le if not plan.approximate else format_le(plan.upper)}"}}',
+        "sli_metric": plan.sli_metric,
     }
-    if plan.approximate:
-        ann["approximation"] = template_literal(plan.approximation_note())
+    if isinstance(plan, SLIPlan):
+        ann["target_seconds"] = format_number(plan.target)
+        if plan.approximate:
+            ann["approximation"] = template_literal(plan.approximation_note())
     return ann
 
 
-def burn_alerts(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[str, Any]]:
+def _runbook(dep: Deployment, plan: Plan, long_w: str) -> str:
+    rule = f'{names.sli_error(long_w)}{{deployment="{dep.name}",sli="{plan.sli}"}}'
+    if isinstance(plan, GoodputPlan):
+        return (f"Goodput is counted per request from SGLang's request log by the slo-monitor sidecar. Check "
+                f'slo_monitor_requests_missed{{deployment="{dep.name}"}} for which target requests miss (ttft, '
+                f"tpot, e2e, failed), then the alerts of that SLI and the 'SGLang deployment' dashboard. Rules: {rule}.")
+    return (f"Open the Grafana dashboard 'SGLang deployment' for {dep.name}; compare {plan.title} percentiles "
+            f"with the target, then check queued requests, KV-cache token usage, PD transfer queues and the "
+            f"router. Rules: {rule}.")
+
+
+def burn_alerts(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
     ids = {"deployment": dep.name, "sli": plan.sli}
     period = parse_duration(dep.period)
     rules = []
@@ -152,7 +169,7 @@ def burn_alerts(dep: Deployment, plan: SLIPlan, opts: Options) -> list[dict[str,
     return rules
 
 
-def slo_groups(dep: Deployment, plans: list[SLIPlan], opts: Options) -> list[dict[str, Any]]:
+def slo_groups(dep: Deployment, plans: list[Plan], opts: Options) -> list[dict[str, Any]]:
     groups = [{"name": names.group(dep.name, "latency"), "rules": latency_means(dep, opts)}]
     if not plans:
         return groups

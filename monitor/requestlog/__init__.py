@@ -2,9 +2,10 @@
 
 Histograms say what share of requests met TTFT and, separately, TPOT; only per-request records say
 what share met both (goodput, as DistServe and `bench_serving --goodput` define it).
+
+The goodput SLO's rules are generated with the others (`monitor.generate.plan.GoodputPlan`).
 """
 
 from monitor.requestlog.reader import RequestLogReader, state_path_for
-from monitor.requestlog.rules import goodput_rule_groups
 
-__all__ = ["RequestLogReader", "goodput_rule_groups", "state_path_for"]
+__all__ = ["RequestLogReader", "state_path_for"]

@@ -8,6 +8,8 @@
     slo_monitor_sli_source_disagreement_ratio{deployment,sli,window}  log ratio - histogram ratio
     slo_monitor_request_log_lines_total{deployment,target}        lines read
     slo_monitor_request_log_errors_total{deployment,target}       malformed lines skipped
+    slo_monitor_request_log_finished_requests_total{deployment,target}  requests read (first reading only)
+    slo_monitor_goodput_requests_total{deployment,target}         of those, succeeded and met every target
 An empty window exports no ratio (never NaN), like the histogram SLIs.
 """
 
@@ -30,6 +32,9 @@ M_LOG_SLI_GOOD = f"{NS}_request_log_sli_good_ratio"
 M_DISAGREEMENT = f"{NS}_sli_source_disagreement_ratio"
 M_LOG_LINES = f"{NS}_request_log_lines"  # exposed as _total (counter)
 M_LOG_ERRORS = f"{NS}_request_log_errors"
+# Counters behind the goodput SLO rules (rates over any window, like SGLang's own histograms).
+M_LOG_FINISHED = f"{NS}_request_log_finished_requests"  # exposed as _total
+M_GOODPUT_REQUESTS = f"{NS}_goodput_requests"  # exposed as _total
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class TargetCounts:
     target: str
     lines: int
     errors: int
+    finished: int = 0
+    good: int = 0
 
 
 def histogram_ratios(status: StatusResponse | None, deployment: str) -> dict[tuple[str, str], float | None]:
@@ -69,6 +76,12 @@ def request_log_families(summaries: Mapping[str, Mapping[str, WindowGoodput]], c
                                 labels=["deployment", "target"])
     errors = CounterMetricFamily(M_LOG_ERRORS, "Malformed lines of the target's request-metrics files "
                                  "(skipped).", labels=["deployment", "target"])
+    finished = CounterMetricFamily(M_LOG_FINISHED, "Finished requests read from the target's request-metrics "
+                                   "files (lines re-read after a restart are not counted again).",
+                                   labels=["deployment", "target"])
+    good = CounterMetricFamily(M_GOODPUT_REQUESTS, "Finished requests from the target's request-metrics files "
+                               "that succeeded and met every latency SLO of the deployment (goodput).",
+                               labels=["deployment", "target"])
     for dep, windows in summaries.items():
         for w in windows.values():
             lw = [dep, w.window]
@@ -87,4 +100,6 @@ def request_log_families(summaries: Mapping[str, Mapping[str, WindowGoodput]], c
     for c in counts:
         lines.add_metric([c.deployment, c.target], float(c.lines))
         errors.add_metric([c.deployment, c.target], float(c.errors))
-    return [ratio, rate, total, missed, sli_good, disagree, lines, errors]
+        finished.add_metric([c.deployment, c.target], float(c.finished))
+        good.add_metric([c.deployment, c.target], float(c.good))
+    return [ratio, rate, total, missed, sli_good, disagree, lines, errors, finished, good]

@@ -40,6 +40,10 @@ class TargetLog:
     tailer: LogTailer
     lines: int = 0
     errors: int = 0
+    # Requests first read from this target, and those of them that succeeded and met every target:
+    # counters, so Prometheus can take rates over any window (the goodput SLO's 1d/3d ticket windows).
+    finished: int = 0
+    good: int = 0
     last_error: str | None = None
 
 
@@ -93,7 +97,8 @@ class RequestLogReader:
                 s = saved.get(_key(dep.name, t), {})
                 files = {k: FileOffset.from_json(v) for k, v in s.get("files", {}).items()}
                 self.targets.append(TargetLog(dep.name, t, LogTailer(t.path or "", files),
-                                              int(s.get("lines_total", 0)), int(s.get("errors_total", 0))))
+                                              int(s.get("lines_total", 0)), int(s.get("errors_total", 0)),
+                                              int(s.get("finished_total", 0)), int(s.get("good_total", 0))))
 
     def __bool__(self) -> bool:
         return bool(self.targets)
@@ -118,6 +123,7 @@ class RequestLogReader:
         data = {"version": STATE_VERSION, "targets": {
             _key(t.deployment, t.target): {
                 "path": t.target.path, "lines_total": t.lines, "errors_total": t.errors,
+                "finished_total": t.finished, "good_total": t.good,
                 "files": {k: v.to_json() for k, v in sorted(t.tailer.snapshot().items())},
             } for t in self.targets}}
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,8 +163,12 @@ class RequestLogReader:
                         log.warning("skipping malformed request-log line %s", tl.last_error)
                     logged += 1
                     continue
+                verdict = evaluate(rec, targets)
+                if not line.replayed:
+                    tl.finished += 1
+                    tl.good += int(verdict.good)
                 if rec.finished_ts > horizon:
-                    buf.add(rec.finished_ts, pack(evaluate(rec, targets)))
+                    buf.add(rec.finished_ts, pack(verdict))
             changed = changed or bool(ev.lines or ev.truncated or ev.replaced or ev.deleted or ev.skipped)
         if logged > LOGGED_ERRORS_PER_POLL:
             log.warning("%d more malformed request-log lines skipped", logged - LOGGED_ERRORS_PER_POLL)
@@ -173,7 +183,7 @@ class RequestLogReader:
 
     # --- export ----------------------------------------------------------------------------------
     def counts(self) -> list[TargetCounts]:
-        return [TargetCounts(t.deployment, t.target.id, t.lines, t.errors) for t in self.targets]
+        return [TargetCounts(t.deployment, t.target.id, t.lines, t.errors, t.finished, t.good) for t in self.targets]
 
     def families(self, status: StatusResponse | None = None) -> list[Metric]:
         """The request-log families as of the last poll; `status` adds the source disagreement."""

@@ -112,6 +112,16 @@ class TelemetryResult:
     target: str | None = None
 
 
+def memory_pair(hbm_used: float | None, hbm_total: float | None, ddr_used: float | None, ddr_total: float | None
+                ) -> tuple[float | None, float | None, str | None]:
+    """(used, total, kind): HBM when the chip has it; 310-class chips (and A2's all-zero DDR pair) use DDR."""
+    if hbm_total:
+        return hbm_used, hbm_total, "hbm"
+    if ddr_total:
+        return ddr_used, ddr_total, "ddr"
+    return None, None, None
+
+
 def ratio_from_percent(value: float | None) -> float | None:
     if value is None or value < 0:
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from monitor.telemetry.model import MIB, UNHEALTHY, UNKNOWN, Process, Reading, ratio_from_percent
+from monitor.telemetry.model import MIB, UNHEALTHY, UNKNOWN, Process, Reading, memory_pair, ratio_from_percent
 from monitor.telemetry.promtext import samples
 
 P = "npu_chip_info_"
@@ -24,12 +24,7 @@ def _ok(value: float | None) -> float | None:
 def _chip(cid: str, v: dict[str, float], meta: dict[str, str], procs: list[Process] | None, node: str) -> Reading:
     hbm_total, hbm_used = _ok(v.get(f"{P}hbm_total_memory")), _ok(v.get(f"{P}hbm_used_memory"))
     ddr_total, ddr_used = _ok(v.get(f"{P}total_memory")), _ok(v.get(f"{P}used_memory"))
-    if hbm_total:
-        used, total, kind = hbm_used, hbm_total, "hbm"
-    elif ddr_total:
-        used, total, kind = ddr_used, ddr_total, "ddr"
-    else:
-        used, total, kind = None, None, None
+    used, total, kind = memory_pair(hbm_used, hbm_total, ddr_used, ddr_total)
     status = v.get(f"{P}health_status")
     health, label = (0, "ok") if status == 1 else (UNHEALTHY[1], UNHEALTHY[0]) if status == 0 else (None, UNKNOWN)
     ecc = {kind_: int(x) for kind_, key in (("correctable", "single"), ("uncorrectable", "double"))

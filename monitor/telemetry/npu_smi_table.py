@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from monitor.telemetry.model import MIB, Process, Reading, parse_health, ratio_from_percent
+from monitor.telemetry.model import MIB, Process, Reading, memory_pair, parse_health, ratio_from_percent
 
 MISSING = frozenset({"NA", "N/A", "-", "--", ""})
 _SLASH = re.compile(r"\s*/\s*")
@@ -98,13 +98,7 @@ def _chip(layout: Layout, r1: list[str], r2: list[str], n1: int, n2: int, node: 
         raise NpuSmiParseError(f"line {n2}: expected {want} values after Bus-Id, got {' | '.join(r2)!r}")
     ddr_used, ddr_total = _pair(m2[1], "Memory-Usage(MB)", n2)
     hbm_used, hbm_total = _pair(m2[2], "HBM-Usage(MB)", n2) if layout.has_hbm else (None, None)
-    # HBM when the chip has it; 310-class (and A2's all-zero DDR pair) fall back to DDR.
-    if hbm_total:
-        used, total, kind = hbm_used, hbm_total, "hbm"
-    elif ddr_total:
-        used, total, kind = ddr_used, ddr_total, "ddr"
-    else:
-        used, total, kind = None, None, None
+    used, total, kind = memory_pair(hbm_used, hbm_total, ddr_used, ddr_total)
     bus = r2[layout.bus_at]
     return Reading(
         node=node,

@@ -1,6 +1,6 @@
 """The real paging stack for end-to-end tests, all on 127.0.0.1, all stopped on teardown.
 
-emulated SGLang (mixed + PD pair) -> real sglang-router in front of the PD pair
+emulated SGLang (mixed + PD pair, writing request logs) -> real sglang-router in front of the PD pair
   -> sidecar (`slo-monitor run`) and real Prometheus 2.42 with generated config + rules (time-scaled)
   -> real Alertmanager with the generated routing -> a webhook receiver in the test.
 """
@@ -46,6 +46,7 @@ BASE_CONFIG = {
                      {"role": "router", "url": "http://127.0.0.1:3/metrics"}]},
     ],
 }
+GOODPUT_OBJECTIVE = {"pd-b": 0.95}  # pd-b also has a goodput SLO, from its decode server's request log
 RATES: dict[str, float] = {}  # the emulator's nominal rates: ~40 % of the binding resource busy
 
 
@@ -87,9 +88,9 @@ class Webhook:
 class EmulatorThread:
     """The emulator on its own event loop, so the test thread stays synchronous."""
 
-    def __init__(self, config: Config, base_port: int) -> None:
+    def __init__(self, config: Config, base_port: int, request_log_dir: Path | None = None) -> None:
         self.loop = asyncio.new_event_loop()
-        self.emulator = Emulator(config, base_port, speed=1.0, seed=11, rates=RATES)
+        self.emulator = Emulator(config, base_port, speed=1.0, seed=11, rates=RATES, request_log_dir=request_log_dir)
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self.emulator.start(), self.loop).result(30)
@@ -173,11 +174,13 @@ def start_stack(tmp: Path) -> Stack:
                                "pip install sglang-router)")
     base_cfg = parse_config(BASE_CONFIG)
     base_port = find_free_base_port(plan(base_cfg, 0).port_count)
-    emulator = EmulatorThread(base_cfg, base_port)
+    emulator = EmulatorThread(base_cfg, base_port, tmp / "request-logs")
     webhook = Webhook()
     stack = Stack(tmp, base_cfg, emulator.emulator.control_url, "", "", "", webhook, None, emulator)
     try:
-        local = emulator.emulator.localized_config()
+        local = emulator.emulator.localized_config()  # + request-log targets for mixed and decode servers
+        local = local.model_copy(update={"deployments": [
+            d.model_copy(update={"goodput_objective": GOODPUT_OBJECTIVE.get(d.name)}) for d in local.deployments]})
         stack.router = launch_router(emulator.emulator.layout.deployment("pd-b"), log_path=tmp / "router.log")
         side_port, prom_port, am_port = free_port(), free_port(), free_port()
         local = local.model_copy(update={"sidecar": local.sidecar.model_copy(update={

@@ -95,9 +95,32 @@ def test_ttft_breach_on_the_pd_decode_server_pages(stack):
     got = wait_until(lambda: pages(stack, t0, alertname="SLOErrorBudgetBurnFast", deployment="pd-b", sli="ttft"),
                      120, what="TTFT page for pd-b")
     LATENCIES["ttft_spike"] = round(got[0][0] - t0, 2)
+    # pd-b's goodput SLO (requests meeting TTFT and TPOT, counted by the sidecar from the decode server's
+    # request log) pages as well: every request now misses TTFT.
+    got = wait_until(lambda: pages(stack, t0, alertname="SLOErrorBudgetBurnFast", deployment="pd-b", sli="goodput"),
+                     120, what="goodput page for pd-b")
+    LATENCIES["ttft_spike_goodput"] = round(got[0][0] - t0, 2)
+    assert "TTFT <= 2s and TPOT <= 0.04s" in got[0][1]["annotations"]["description"]
     t_clear = stack.clear()
-    wait_until(lambda: pages(stack, t_clear, status="resolved", alertname="SLOErrorBudgetBurnFast",
-                             deployment="pd-b", sli="ttft"), 120, what="TTFT page resolved")
+    for sli in ("ttft", "goodput"):
+        wait_until(lambda sli=sli: pages(stack, t_clear, status="resolved", alertname="SLOErrorBudgetBurnFast",
+                                         deployment="pd-b", sli=sli), 120, what=f"{sli} page resolved")
+    assert not slo_pages(stack, t0, "mixed-a")
+
+
+def test_kv_transfer_failures_page_as_a_pd_symptom_and_show_in_goodput(stack):
+    t0 = stack.incident("pd-b", "kv_transfer_failure", factor=0.5)
+    got = wait_until(lambda: pages(stack, t0, alertname="SGLangPDTransferFailures", deployment="pd-b"), 60,
+                     what="PD transfer-failure page for pd-b")
+    LATENCIES["kv_transfer_failure"] = round(got[0][0] - t0, 2)
+    assert got[0][1]["labels"]["role"] in ("prefill", "decode") and got[0][1]["labels"]["severity"] == "page"
+    # The failed requests never got a first token: the TTFT histogram does not see them, goodput does.
+    dep = next(d for d in stack.status()["deployments"] if d["name"] == "pd-b")
+    five = next(w for w in dep["goodput"] if w["window"] == "5m")
+    assert five["missed"]["failed"] > 0 and five["objective"] == 0.95
+    t_clear = stack.clear()
+    wait_until(lambda: pages(stack, t_clear, status="resolved", alertname="SGLangPDTransferFailures",
+                             deployment="pd-b"), 120, what="PD transfer-failure page resolved")
     assert not slo_pages(stack, t0, "mixed-a")
 
 

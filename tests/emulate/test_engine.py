@@ -134,3 +134,32 @@ def test_speculative_decoding_reports_accept_length(config):
     g = dep.rank_gauges(dep.servers[0], dep.servers[0].ranks[0])
     assert 1.0 < g["sglang:spec_accept_length"] <= 4.0
     assert dep.servers[0].store.counter_value("sglang:spec_verify_calls") > 0
+
+
+def test_kv_transfer_failure_counts_on_both_pd_sides_and_aborts_the_request(config, tmp_path):
+    dep = EmulatedDeployment(config.deployment("pd"), seed=9, request_log_dir=tmp_path)
+    dep.advance(300)
+    prefill, decode = (next(s for s in dep.servers if s.spec.role == r) for r in ("prefill", "decode"))
+
+    def failed(srv) -> float:
+        return sum(r.store.counter_value("sglang:num_transfer_failed_reqs") for r in srv.ranks)
+
+    assert failed(prefill) == failed(decode) == 0  # healthy PD pair
+    aborted = decode.store.counter_value("sglang:num_aborted_requests")
+    dep.add_incident(Incident("pd", "kv_transfer_failure", factor=0.5, start=dep.now, duration=120))
+    dep.advance(300)
+    # Each DP-attention scheduler of the decode server counts its own; the prefill server has one group.
+    assert failed(prefill) > 5 and failed(decode) == failed(prefill)
+    assert decode.store.counter_value("sglang:num_aborted_requests") - aborted == failed(prefill)
+    logged = [r for r in read_records(tmp_path) if r["finish_reason"].get("message") == "KV transfer failed"]
+    assert len(logged) == failed(prefill) and all("first_token_latency" not in r for r in logged)
+    after = failed(prefill)
+    dep.advance(300)  # the incident ended: transfers succeed again
+    assert failed(prefill) == after
+
+
+def test_kv_transfer_failure_share_must_be_a_probability():
+    import pytest
+
+    with pytest.raises(ValueError, match="share of transfers"):
+        Incident("pd", "kv_transfer_failure", factor=3)

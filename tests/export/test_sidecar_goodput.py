@@ -49,3 +49,14 @@ def test_goodput_and_source_agreement(tmp_path):
     dis = [line for line in text.splitlines()
            if line.startswith('slo_monitor_sli_source_disagreement_ratio{deployment="mixed",sli="tpot",window="5m"}')]
     assert dis and abs(float(dis[0].rsplit(" ", 1)[1])) < 0.02  # two sources, one truth
+    # /api/v1/status carries the goodput windows; the counters behind the goodput SLO rules add up to them.
+    gp = {w.window: w for w in status.deployments[0].goodput}
+    assert set(gp) == {"5m", "30m", "1h", "6h"} and gp["5m"].objective is None
+    assert gp["1h"].requests == len(records) and 0 < gp["1h"].good <= gp["1h"].requests
+    assert gp["1h"].ratio == gp["1h"].good / gp["1h"].requests
+
+    def total(metric: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(metric + "{"))
+
+    assert total("slo_monitor_request_log_finished_requests_total") == len(records)
+    assert total("slo_monitor_goodput_requests_total") == gp["1h"].good

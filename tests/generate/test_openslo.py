@@ -9,7 +9,7 @@ from monitor.config import ConfigError, load_config
 from monitor.generate.openslo import config_from_openslo, render_openslo
 
 SLO_FIELDS = ("ttft_target_seconds", "tpot_target_seconds", "itl_target_seconds", "e2e_target_seconds",
-              "objective", "period")
+              "objective", "goodput_objective", "period")
 
 
 def _load(files: dict[str, str]) -> list[dict]:

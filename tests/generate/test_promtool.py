@@ -35,7 +35,7 @@ def test_generated_tests_cover_breach_healthy_and_idle_for_each_sli(small_files)
 
     doc = yaml.safe_load(small_files["alerts/tests/kimi-pd.test.yml"])
     names = [t["name"] for t in doc["tests"]]
-    for sli in ("tpot", "ttft"):
+    for sli in ("tpot", "ttft", "goodput"):
         for case in ("fast burn pages", "medium burn pages via 6h/30m only", "healthy stays quiet",
                      "no traffic stays quiet", "slow burn tickets, does not page"):
             assert f"kimi-pd {sli}: {case}" in names

@@ -86,6 +86,25 @@ def test_restart_with_saved_offsets_does_not_recount(tmp_path: Path):
     assert second.counts()[0].lines == len(records)  # old lines not counted twice
     expected = truth(records, wall + emu.now, 0.8, 0.03)
     assert {w: (s.good, s.requests) for w, s in second.summaries["dep"].items()} == expected
+    # The goodput counters (what the SLO rules take rates of) carry on across the restart, exactly.
+    good_all = truth(records, wall + emu.now + 1, 0.8, 0.03)["6h"][0]
+    assert (second.counts()[0].finished, second.counts()[0].good) == (len(records), good_all)
+    assert first.counts()[0].finished == before and first.counts()[0].good < before
+
+
+def test_goodput_counters_equal_ground_truth_and_only_grow(tmp_path: Path):
+    emu, cfg, wall = emulated(tmp_path, ttft=0.8, tpot=0.03)
+    reader = RequestLogReader(cfg)
+    seen = []
+    for _ in range(6):
+        emu.advance(60)
+        reader.poll(wall + emu.now)
+        c = reader.counts()[0]
+        seen.append((c.finished, c.good))
+    records = read_records(tmp_path / "emu")
+    good, total = truth(records, wall + emu.now + 1, 0.8, 0.03)["6h"]
+    assert seen[-1] == (total, good) and 0 < good < total
+    assert seen == sorted(seen) and all(g <= f for f, g in seen)
 
 
 def test_malformed_lines_are_counted_named_and_skipped(log_dir: Path, caplog):
@@ -139,6 +158,8 @@ def test_families_pass_promtool_and_export_disagreement(log_dir: Path, tmp_path:
     assert samples['slo_monitor_goodput_ratio{"deployment": "dep", "window": "5m"}'] == pytest.approx(6 / 9)
     assert samples['slo_monitor_requests_missed{"deployment": "dep", "missed": "failed", "window": "5m"}'] == 1
     assert samples['slo_monitor_request_log_lines_total{"deployment": "dep", "target": "log"}'] == 9
+    assert samples['slo_monitor_request_log_finished_requests_total{"deployment": "dep", "target": "log"}'] == 9
+    assert samples['slo_monitor_goodput_requests_total{"deployment": "dep", "target": "log"}'] == 6
     if not Path(PROMTOOL).exists():
         pytest.skip("promtool not installed")
     res = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)

@@ -12,6 +12,7 @@ from monitor.config import Target
 from monitor.telemetry import collect as collect_mod
 from monitor.telemetry.collect import collect, npu_smi_argv
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
+from tests.conftest import serve_routes
 
 from .conftest import TELEMETRY
 from .fake_nvml import FakeNvml
@@ -95,14 +96,7 @@ async def _serve(routes: dict[str, tuple[int, str]], release: asyncio.Event):
             await release.wait()
         return web.Response(status=status, text=body, content_type="text/plain")
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    return runner, f"http://127.0.0.1:{port}"
+    return await serve_routes({"/{tail:.*}": handler})
 
 
 def test_exporters_over_http():

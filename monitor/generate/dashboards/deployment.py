@@ -1,4 +1,5 @@
-"""Per-deployment dashboard (templated by `deployment`): latency vs target, SLO, load, cache, PD, router."""
+"""Per-deployment dashboard (templated by `deployment`): latency vs target, SLO, goodput, load, cache, PD,
+router."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from monitor.conventions import GAUGES, KV_TRANSFER_LATENCY, QUANTILES, RULE_WIN
 from monitor.generate import names
 from monitor.generate.dashboards.common import RATE, dashboard, heatmap, query_var, stat, timeseries
 from monitor.generate.plan import SLI_LONG, SLI_TITLES
+from monitor.requestlog.export import (
+    M_DISAGREEMENT,
+    M_GOODPUT_RATIO,
+    M_GOODPUT_REQUESTS,
+    M_LOG_FINISHED,
+    M_MISSED,
+)
 
 D = 'deployment="$deployment"'
 ENGINE = f'{D},role=~"server|prefill|decode"'
@@ -112,6 +120,33 @@ def pd_panels() -> list[tuple[Any, int, int]]:
     ]
 
 
+def goodput_panels() -> list[tuple[Any, int, int]]:
+    """From a request-log target (SGLang's --export-metrics-to-file): the per-request view."""
+    gp = f'{{{D},sli="goodput"}}'
+    good, finished = M_GOODPUT_REQUESTS + "_total", M_LOG_FINISHED + "_total"
+    return [
+        (timeseries("Goodput: requests meeting every target", "Share of finished requests that succeeded and met "
+                    "every latency target (TTFT, TPOT, E2E), per sidecar window, from the counters over the "
+                    "dashboard's rate interval, and the goodput objective when the deployment has one.",
+                    [(f"max by (window) ({M_GOODPUT_RATIO}{{{D}}})", "{{window}}"),
+                     (f"sum(rate({good}{{{D}}}[{RATE}])) / "
+                      f"sum(rate({finished}{{{D}}}[{RATE}]))", "counters"),
+                     (f"{names.OBJECTIVE}{gp}", "objective")], unit="percentunit"), 12, 8),
+        (timeseries("Goodput and finished requests per second", "Requests per second that met every target "
+                    "(goodput, as bench_serving --goodput) and all finished requests, from the request log.",
+                    [(f"sum(rate({good}{{{D}}}[{RATE}]))", "goodput"),
+                     (f"sum(rate({finished}{{{D}}}[{RATE}]))", "finished")],
+                    unit="reqps"), 12, 8),
+        (timeseries("Requests missing a target (5m)", "Finished requests in the last 5 minutes by what they "
+                    "missed; a request can miss several.",
+                    [(f'max by (missed) ({M_MISSED}{{{D},window="5m"}})', "{{missed}}")]), 12, 8),
+        (timeseries("Histogram vs request log", "Request-log good ratio minus the histogram-derived one, per SLI "
+                    "and window: bucket interpolation, lost lines or scrape gaps show here.",
+                    [(f"max by (sli, window) ({M_DISAGREEMENT}{{{D}}})",
+                      "{{sli}} {{window}}")], unit="percentunit"), 12, 8),
+    ]
+
+
 def router_panels() -> list[tuple[Any, int, int]]:
     r = f'{D},role="router"'
     return [
@@ -133,6 +168,7 @@ def router_panels() -> list[tuple[Any, int, int]]:
 def build(config: Config) -> dict[str, Any]:
     rows = [("SLO", slo_panels())]
     rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})", latency_panels(sli)) for sli in ("ttft", "tpot", "itl", "e2e")]
+    rows += [("Goodput (request log)", goodput_panels())]
     rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels()), ("Router", router_panels())]
     variables = [query_var("deployment", "Deployment", f"label_values({names.OBJECTIVE}, deployment)")]
     # Hidden variables carrying each SLI's target, shown in the heatmap titles.
