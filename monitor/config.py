@@ -31,6 +31,7 @@ DEFAULT_SOURCE: dict[str, str] = {
     "gpu": "dcgm",
     "request-log": "request-log",
 }
+NpuSmiDetail = Literal["usages", "common", "power", "temp", "memory", "health", "ecc"]
 PLACEHOLDER_RE = re.compile(r"<[^<>]+>|\$\{?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\}?")
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -55,6 +56,9 @@ class Target(_Strict):
     name: str | None = Field(default=None, description="stable id; defaults to role@url")
     timeout_seconds: float | None = Field(default=None, gt=0)
     bearer_token: str | None = Field(default=None, repr=False)
+    # npu-smi only: also run `npu-smi info -t KIND -i N -c M` per chip and lay what it reports over
+    # the table (e.g. `ecc` for error counts, which the table does not show). One process per chip and kind.
+    npu_smi_details: list[NpuSmiDetail] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _fill(self) -> Target:
@@ -65,6 +69,8 @@ class Target(_Strict):
             raise ValueError(f"source {self.source!r} needs `url` (e.g. http://127.0.0.1:30000/metrics)")
         if self.source == "request-log" and not self.path:
             raise ValueError("source 'request-log' needs `path` (SGLang's --export-metrics-to-file-dir)")
+        if self.npu_smi_details and self.source != "npu-smi":
+            raise ValueError(f"npu_smi_details applies to source 'npu-smi' only, not {self.source!r}")
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
         return self

@@ -122,6 +122,9 @@ class Scraper:
         self.telemetry[(dep.name, target.id)] = result
         if result.up:
             status.record_success(ts, result.duration_seconds, len(result.readings), 0, target.source)
+            if result.warnings:  # up with what the table gave; say what is missing
+                more = f" (+{len(result.warnings) - 1} more)" if len(result.warnings) > 1 else ""
+                status.last_error = f"partial: {result.warnings[0]}{more}"
         else:
             status.record_failure(ts, result.error or "telemetry collection failed", result.duration_seconds)
 

@@ -22,9 +22,10 @@ import aiohttp
 
 from monitor.config import Target
 from monitor.telemetry.dcgm import parse_dcgm
-from monitor.telemetry.model import Reading, TelemetryResult
+from monitor.telemetry.model import Reading, TelemetryResult, merge
 from monitor.telemetry.npu_exporter import parse_npu_exporter
-from monitor.telemetry.npu_smi_table import parse_npu_smi_info
+from monitor.telemetry.npu_smi_keyvalue import parse_npu_smi_keyvalue
+from monitor.telemetry.npu_smi_table import NpuSmiParseError, parse_npu_smi_info
 from monitor.telemetry.nvml import read_nvml
 
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024  # npu-smi info on 16 chips is ~10 KB; more is not npu-smi
@@ -107,6 +108,41 @@ async def fetch(url: str, timeout: float, session: aiohttp.ClientSession | None,
             await session.close()
 
 
+DETAIL_CONCURRENCY = 4  # npu-smi serialises on the driver anyway; more processes only queue
+
+
+async def npu_smi_details(target: Target, readings: list[Reading], deadline: float,
+                          clock: Callable[[], float]) -> tuple[list[Reading], list[str]]:
+    """Lay `npu-smi info -t KIND -i N -c M` over each chip's table reading; failures become warnings."""
+    sem = asyncio.Semaphore(DETAIL_CONCURRENCY)
+    base = npu_smi_argv(target)
+
+    async def one(r: Reading, kind: str) -> Reading | str:
+        argv = [*base, "-t", kind, "-i", r.device, "-c", r.chip]
+        async with sem:
+            left = deadline - clock()
+            if left <= 0:
+                return f"{' '.join(argv)}: skipped, the target's timeout was spent"
+            try:
+                found = parse_npu_smi_keyvalue(await run_command(argv, left), node=r.node, npu_id=r.device,
+                                               chip_id=r.chip)
+            except (CollectError, NpuSmiParseError) as err:
+                return f"{' '.join(argv)}: {err}" if isinstance(err, NpuSmiParseError) else str(err)
+        same = [x for x in found if x.chip == r.chip] or found[:1]
+        return merge(r, same[0]) if same else r
+
+    out, warnings = [], []
+    for r in readings:
+        merged = r
+        for res in await asyncio.gather(*(one(r, k) for k in target.npu_smi_details)):
+            if isinstance(res, str):
+                warnings.append(res)
+            else:
+                merged = merge(merged, res)
+        out.append(merged)
+    return out, warnings
+
+
 async def _readings(target: Target, node: str, timeout: float,
                     session: aiohttp.ClientSession | None) -> list[Reading]:
     source = target.source
@@ -133,6 +169,9 @@ async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSess
         readings = await _readings(target, node, timeout, session)
         if not readings:
             raise CollectError("source answered but reported no chips")
+        warnings: list[str] = []
+        if target.source == "npu-smi" and target.npu_smi_details:
+            readings, warnings = await npu_smi_details(target, readings, start + timeout, clock)
         if not target.node:
             node = readings[0].node  # dcgm: the exporter's own hostname label
     except asyncio.CancelledError:
@@ -145,4 +184,4 @@ async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSess
         return TelemetryResult(source=str(target.source), node=node, up=False, error=msg, target=target.id,
                                duration_seconds=clock() - start)
     return TelemetryResult(source=str(target.source), node=node, readings=readings, up=True, target=target.id,
-                           duration_seconds=clock() - start)
+                           duration_seconds=clock() - start, warnings=tuple(warnings))

@@ -70,12 +70,17 @@ def render_a3(readings: Iterable[Reading], version: str = "25.2.0") -> str:
     return "\n".join(lines + _process_rows(cards)) + "\n"
 
 
-def write_fake_npu_smi(path: str | Path, text: str) -> Path:
-    """An executable `npu-smi` that prints `text` for `info` and fails for anything else."""
+def write_fake_npu_smi(path: str | Path, text: str, details: dict[str, str] | None = None) -> Path:
+    """An executable `npu-smi` that prints `text` for `info`, `details[KIND]` for `info -t KIND ...`
+    (any -i/-c), and fails for anything else."""
     path = Path(path)
+    cases = "".join(f'  {shlex.quote(kind)}) printf \'%s\' {shlex.quote(out)}; exit 0;;\n'
+                    for kind, out in (details or {}).items())
     path.write_text(
         "#!/bin/sh\n# fake npu-smi written by monitor.telemetry.fake_npu_smi\n"
         f'if [ "$1" = "info" ] && [ "$#" -eq 1 ]; then printf \'%s\' {shlex.quote(text)}; exit 0; fi\n'
-        'echo "fake npu-smi: only `info` is emulated" >&2\nexit 2\n', encoding="utf-8")
+        f'if [ "$1" = "info" ] && [ "$2" = "-t" ]; then case "$3" in\n{cases}esac; fi\n'
+        "echo 'fake npu-smi: only info and the configured info -t kinds are emulated' >&2\nexit 2\n",
+        encoding="utf-8")
     os.chmod(path, 0o755)
     return path

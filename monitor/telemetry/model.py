@@ -110,6 +110,8 @@ class TelemetryResult:
     error: str | None = None
     duration_seconds: float = 0.0
     target: str | None = None
+    # Up, but something was missing (an `npu-smi info -t` detail that failed): one line each.
+    warnings: tuple[str, ...] = ()
 
 
 def memory_pair(hbm_used: float | None, hbm_total: float | None, ddr_used: float | None, ddr_total: float | None

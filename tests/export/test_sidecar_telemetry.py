@@ -53,3 +53,29 @@ def test_accelerator_series_from_npu_smi_and_dcgm(tmp_path):
     if shutil.which("promtool"):
         res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
         assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_npu_smi_ecc_details_are_exported_and_a_missing_detail_is_a_partial_status(tmp_path):
+    ecc = (SHARED_FIXTURES / "npu-smi" / "910a_info-t-ecc_mindcluster-docs-faultdiag-collecting-logs.txt").read_text()
+    ecc = ecc.replace("HBM Double Bit Error Count               : 0", "HBM Double Bit Error Count               : 2")
+    fake = write_fake_npu_smi(tmp_path / "npu-smi", A3.read_text(), {"ecc": ecc})
+
+    async def go():
+        cfg = parse_config({"deployments": [{"name": "a3", "tpot_target_seconds": 0.1, "targets": [
+            {"role": "npu", "command": [str(fake)], "node": "node-a", "npu_smi_details": ["ecc", "health"]}]}]})
+        sc = Sidecar(cfg)
+        try:
+            await sc.run(once=True)
+            from prometheus_client import generate_latest
+
+            return generate_latest(sc.registry).decode(), sc.status()
+        finally:
+            await sc.close()
+
+    text, status = asyncio.run(go())
+    errors = [line for line in text.splitlines() if line.startswith("accelerator_ecc_errors_total{")
+              and 'type="uncorrectable"' in line]
+    assert len(errors) == 4 and all(line.endswith(" 2.0") for line in errors)
+    npu = status.deployments[0].targets[0]
+    # `-t health` is not answered by this npu-smi: the table and ECC still count, the status says what is missing.
+    assert npu.up and npu.last_error.startswith("partial: ") and "-t health" in npu.last_error

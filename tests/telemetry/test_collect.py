@@ -14,7 +14,7 @@ from monitor.telemetry.collect import collect, npu_smi_argv
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
 from tests.conftest import serve_routes
 
-from .conftest import TELEMETRY
+from .conftest import TELEMETRY, npu_smi_text
 from .fake_nvml import FakeNvml
 
 
@@ -44,6 +44,35 @@ def test_fake_npu_smi_executable_is_collected(tmp_path, a3_text):
     res = run(collect(npu_target([exe]), timeout=10))
     assert res.up and res.error is None and res.source == "npu-smi" and res.node == "a3-0"
     assert len(res.readings) == 4 and res.duration_seconds >= 0
+
+
+ECC = "910a_info-t-ecc_mindcluster-docs-faultdiag-collecting-logs.txt"
+
+
+def test_npu_smi_details_lay_ecc_counts_over_the_table(tmp_path, a3_text):
+    ecc = npu_smi_text(ECC).replace("HBM Single Bit Error Count               : 0",
+                                    "HBM Single Bit Error Count               : 3")
+    exe = write_fake_npu_smi(tmp_path / "npu-smi", a3_text, {"ecc": ecc})
+    table = run(collect(npu_target([exe]), timeout=10))
+    res = run(collect(npu_target([exe], npu_smi_details=["ecc"]), timeout=10))
+    assert res.up and not res.warnings and len(res.readings) == len(table.readings) == 4
+    assert all(r.ecc_errors == {"correctable": 3, "uncorrectable": 0} for r in res.readings)
+    assert all(not r.ecc_errors for r in table.readings)  # the table has no ECC column
+    # Everything the table gave is still there.
+    strip = [(r.device, r.chip, r.memory_used_bytes, r.temperature_celsius, r.health) for r in res.readings]
+    assert strip == [(r.device, r.chip, r.memory_used_bytes, r.temperature_celsius, r.health) for r in table.readings]
+
+
+def test_a_failing_npu_smi_detail_keeps_the_table_and_warns(tmp_path, a3_text):
+    exe = write_fake_npu_smi(tmp_path / "npu-smi", a3_text)  # answers no `-t` at all
+    res = run(collect(npu_target([exe], npu_smi_details=["ecc"]), timeout=10))
+    assert res.up and len(res.readings) == 4 and len(res.warnings) == 4
+    assert "-t ecc -i" in res.warnings[0] and "exit status 2" in res.warnings[0]
+
+
+def test_npu_smi_details_only_for_npu_smi_targets():
+    with pytest.raises(ValueError, match="npu_smi_details applies to source 'npu-smi' only"):
+        Target(role="npu", source="npu-exporter", url="http://127.0.0.1:8082/metrics", npu_smi_details=["ecc"])
 
 
 def test_missing_npu_smi(tmp_path):
