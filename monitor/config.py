@@ -58,7 +58,7 @@ class Target(_Strict):
     bearer_token: str | None = Field(default=None, repr=False)
     # npu-smi only: also run `npu-smi info -t KIND -i N -c M` per chip and lay what it reports over
     # the table (e.g. `ecc` for error counts, which the table does not show). One process per chip and kind.
-    npu_smi_details: list[NpuSmiDetail] = Field(default_factory=list)
+    npu_smi_details: list[NpuSmiDetail] | None = None
 
     @model_validator(mode="after")
     def _fill(self) -> Target:

@@ -134,7 +134,7 @@ async def npu_smi_details(target: Target, readings: list[Reading], deadline: flo
     out, warnings = [], []
     for r in readings:
         merged = r
-        for res in await asyncio.gather(*(one(r, k) for k in target.npu_smi_details)):
+        for res in await asyncio.gather(*(one(r, k) for k in target.npu_smi_details or ())):
             if isinstance(res, str):
                 warnings.append(res)
             else:
