@@ -82,7 +82,8 @@ def rank_rows(rep: Report, s: SliReport) -> list[list[str]]:
 
 def summary(rep: Report, s: SliReport) -> str:
     spec = s.track.spec
-    head = (f"{s.sli.upper()} (target {spec.target * 1000:g} ms, objective {spec.objective:.2%}): ")
+    head = (f"{s.sli.upper()} (target {spec.target * 1000:g} ms, objective {spec.objective:.2%}): " if spec.latency
+            else f"{s.sli.upper()} (requests meeting every target, objective {spec.objective:.2%}): ")
     if not s.episodes:
         return head + f"stayed within its objective over the {s.track.window:g} s window; budget spent {s.budget_spent:.3%}."
     main = s.main_episode

@@ -48,7 +48,8 @@ def render(rep: Report, plots: dict[str, bytes]) -> str:
         parts.append(f"<h2>{escape(s.sli.upper())}</h2>")
         if s.episodes:
             parts.append("<h3>Breach timeline</h3>" + _table(fmt.EPISODE_HEAD, fmt.episode_rows(rep, s)))
-        parts.append("<h3>Percentiles</h3>" + _table(fmt.PCT_HEAD, fmt.percentile_rows(s)))
+        if s.track.spec.latency:
+            parts.append("<h3>Percentiles</h3>" + _table(fmt.PCT_HEAD, fmt.percentile_rows(s)))
         for suffix, title in (("sli", "SLI against its target"), ("burn", "burn rate")):
             name = f"{s.sli}-{suffix}.png"
             if name in plots:

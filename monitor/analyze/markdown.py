@@ -31,7 +31,8 @@ def render(rep: Report, plots: dict[str, bytes] | None = None, plot_dir: str = "
         out.append(fmt.summary(rep, s) + "\n")
         if s.episodes:
             out += ["### Breach timeline\n", _table(fmt.EPISODE_HEAD, fmt.episode_rows(rep, s))]
-        out += ["### Percentiles\n", _table(fmt.PCT_HEAD, fmt.percentile_rows(s))]
+        if s.track.spec.latency:
+            out += ["### Percentiles\n", _table(fmt.PCT_HEAD, fmt.percentile_rows(s))]
         for suffix, title in (("sli", "SLI against its target"), ("burn", "Burn rate")):
             name = f"{s.sli}-{suffix}.png"
             if name in plots:

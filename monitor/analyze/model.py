@@ -31,6 +31,20 @@ class SliSpec:
     sli: str
     target: float
     objective: float
+    latency: bool = True  # False for goodput: good/total events, no latency distribution
+
+
+GOODPUT = "goodput"
+GOODPUT_EDGE = 1.0  # goodput rides the histogram code as a two-bucket histogram: good events at le=1
+
+
+def count_hist(good: float, total: float) -> Hist:
+    """Good and total events as a cumulative two-bucket histogram (good <= GOODPUT_EDGE, all <= +Inf)."""
+    return Hist((GOODPUT_EDGE, float("inf")), (min(good, total), total), 0.0, total)
+
+
+def goodput_spec(objective: float) -> SliSpec:
+    return SliSpec(GOODPUT, GOODPUT_EDGE, objective, latency=False)
 
 
 @dataclass

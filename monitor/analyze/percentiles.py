@@ -47,6 +47,9 @@ def stats_between(ds: Dataset, sli: str, start: float, end: float) -> Stats | No
     d: Hist = delta(hi, lo)
     if d.total <= 0:
         return None
+    spec = ds.slis.get(sli)
+    if spec is not None and not spec.latency:  # goodput: a count of events, no distribution
+        return Stats(max(start, first), end, d.total, None, None, None, None)
     return Stats(max(start, first), end, d.total, quantile(0.5, d), quantile(0.9, d), quantile(0.99, d), mean(d))
 
 

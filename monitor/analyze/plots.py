@@ -54,12 +54,20 @@ def sli_plot(rep: Report, s: SliReport) -> bytes:
     tr = s.track
     xs = _xs(tr.times)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5.6), sharex=True, layout="constrained")
-    for vals, name, color in ((tr.p50, "p50", "#1f77b4"), (tr.p90, "p90", "#ff7f0e"), (tr.p99, "p99", "#9467bd")):
-        top.plot(xs, _vals(vals, 1000), label=f"{name} ({tr.window:g} s window)", color=color, lw=1.2)
-    top.axhline(tr.spec.target * 1000, color=BREACH, ls="--", lw=1.2, label=f"target {tr.spec.target * 1000:g} ms")
-    top.set_ylabel(f"{s.sli.upper()} (ms)")
+    if tr.spec.latency:
+        for vals, name, color in ((tr.p50, "p50", "#1f77b4"), (tr.p90, "p90", "#ff7f0e"), (tr.p99, "p99", "#9467bd")):
+            top.plot(xs, _vals(vals, 1000), label=f"{name} ({tr.window:g} s window)", color=color, lw=1.2)
+        top.axhline(tr.spec.target * 1000, color=BREACH, ls="--", lw=1.2, label=f"target {tr.spec.target * 1000:g} ms")
+        top.set_ylabel(f"{s.sli.upper()} (ms)")
+        top.set_title(f"{rep.deployment}: {s.sli.upper()} against its target (red: out of objective; grey: baseline)")
+    else:  # goodput: requests per step that met every target, and those that did not
+        bad = tuple(None if e is None or b is None else e * b for e, b in zip(tr.events_step, tr.bad_step))
+        good = tuple(None if e is None or b is None else e - b for e, b in zip(tr.events_step, bad))
+        top.plot(xs, _vals(good), label="met every target", color="#2ca02c", lw=1.2)
+        top.plot(xs, _vals(bad), label="missed a target or failed", color=BREACH, lw=1.2)
+        top.set_ylabel(f"requests per {rep.step:g} s")
+        top.set_title(f"{rep.deployment}: goodput (red shading: out of objective; grey: baseline)")
     top.legend(loc="upper left", fontsize=8)
-    top.set_title(f"{rep.deployment}: {s.sli.upper()} against its target (red: out of objective; grey: baseline)")
     bottom.plot(xs, _vals(tr.good_ratio, 100), color="#2ca02c", lw=1.2, label=f"good ratio ({tr.window:g} s window)")
     bottom.axhline(tr.spec.objective * 100, color=BREACH, ls="--", lw=1.2, label=f"objective {tr.spec.objective:.2%}")
     bottom.set_ylabel("SLI (%)")

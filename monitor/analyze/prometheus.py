@@ -20,7 +20,16 @@ import aiohttp
 import yaml
 
 from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
-from monitor.analyze.model import Dataset, Series, SliSpec, choose_step, grid
+from monitor.analyze.model import (
+    GOODPUT,
+    Dataset,
+    Series,
+    SliSpec,
+    choose_step,
+    count_hist,
+    goodput_spec,
+    grid,
+)
 from monitor.config import Deployment
 from monitor.conventions import (
     COUNTERS,
@@ -36,6 +45,8 @@ from monitor.conventions import (
     parse_prometheus_duration,
     prom_name_regex,
 )
+from monitor.generate import names
+from monitor.requestlog.export import M_GOODPUT_REQUESTS, M_LOG_FINISHED
 from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
 
@@ -150,6 +161,9 @@ class _Plan:
         kv = prom_name_regex(KV_TRANSFER_LATENCY)
         self.queries["kv_transfer_latency"] = (f"sum(rate({_selector(kv + '_sum', d)}[{lookback}])) / "
                                                f"sum(rate({_selector(kv + '_count', d)}[{lookback}]))")
+        # Goodput (the sidecar's request-log counters), per target so counter resets are handled per series.
+        self.queries["goodput.good"] = f'sum by (target) ({M_GOODPUT_REQUESTS}_total{{deployment="{_esc(d)}"}})'
+        self.queries["goodput.total"] = f'sum by (target) ({M_LOG_FINISHED}_total{{deployment="{_esc(d)}"}})'
         self.queries["router_errors"] = f"sum(rate(smg_router_request_errors_total{sel}[{lookback}]))"
         self.queries["router_worker_errors"] = f"sum(rate(smg_worker_errors_total{sel}[{lookback}]))"
 
@@ -221,10 +235,32 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
             for m, v in targets:
                 if m.get("sli"):
                     specs[m["sli"]] = SliSpec(m["sli"], v, objectives.get(m["sli"], 0.99))
+            # The goodput objective lives in the generated rules (the sidecar does not export it).
+            for _, v in await client.query(f'{names.OBJECTIVE}{{deployment="{_esc(deployment)}",sli="{GOODPUT}"}}', end):
+                specs[GOODPUT] = goodput_spec(v)
             if not specs:
                 raise ValueError(f"no SLO targets for {deployment!r}: Prometheus has no {M_SLI_TARGET} series for it "
                                  "(the sidecar is not scraped); pass the config with -c")
     return build_dataset(url, deployment, times, step, results, specs, deployment_config, interval)
+
+
+def _summed_counter(results: list[tuple[dict[str, str], list[tuple[float, float]]]],
+                    values: Callable[[list[tuple[float, float]]], tuple[float | None, ...]]) -> tuple[float | None, ...]:
+    """Per-series counters made monotone (a drop is a reset to 0) and summed; a series' gaps carry its last value."""
+    series = []
+    for _, points in results:
+        raw, out, offset, prev, last = values(points), [], 0.0, None, None
+        for v in raw:
+            if v is not None:
+                if prev is not None and v < prev:
+                    offset += prev
+                prev, last = v, v + offset
+            out.append(last)
+        series.append(out)
+    if not series:
+        return ()
+    return tuple(None if all(s[i] is None for s in series) else sum(s[i] or 0.0 for s in series)
+                 for i in range(len(series[0])))
 
 
 def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: float, results: dict[str, Any],
@@ -245,6 +281,10 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
         return tuple(out)
 
     hists = {sli: _hists(results[f"hist.{sli}.bucket"], results[f"hist.{sli}.sum"], index, n) for sli in SLI_FAMILIES}
+    good = _summed_counter(results.get("goodput.good") or [], values)
+    total = _summed_counter(results.get("goodput.total") or [], values)
+    if any(t is not None for t in total):
+        hists[GOODPUT] = tuple(None if g is None or t is None else count_hist(g, t) for g, t in zip(good, total))
     hists = {k: v for k, v in hists.items() if any(h is not None for h in v)}
     series: dict[str, Series] = {}
     gauges: dict[tuple[str, str], tuple[float | None, ...]] = {}
@@ -276,6 +316,8 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
     period, recipe = 30 * 86400.0, {}
     if dep is not None:
         specs = {s: SliSpec(s, dep.target_seconds(s) or 0.0, dep.objective) for s in dep.slis}
+        if dep.goodput_objective is not None:
+            specs[GOODPUT] = goodput_spec(dep.goodput_objective)
         period = float(dep.period_seconds)
         if dep.baseline is not None:
             recipe = {k: v for k, v in (("tpot", dep.baseline.tpot_mean_seconds),

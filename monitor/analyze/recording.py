@@ -118,4 +118,7 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
     notes = []
     if step > interval * 1.5:
         notes.append(f"recording ticks every {interval:g} s; analysed at {step:g} s steps")
+    if deployment_config is not None and deployment_config.goodput_objective is not None:
+        notes.append("goodput: the recording keeps histogram windows only; analyse with --prometheus for the "
+                     "goodput SLO (the sidecar's request-log counters)")
     return Dataset(deployment, f"recording {path}", times, step, hists, series, slis, period, recipe, interval, notes)

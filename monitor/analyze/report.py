@@ -123,7 +123,7 @@ def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | 
         tr = track(ds, spec, window)
         eps = episodes(tr, t1, t2, ds.period_seconds)
         y, what = tr.bad_step, "bad ratio"
-        if len({round(v, 9) for v in y[corr_idx.start:corr_idx.stop] if v is not None}) < 2:
+        if spec.latency and len({round(v, 9) for v in y[corr_idx.start:corr_idx.stop] if v is not None}) < 2:
             y, what = tr.mean_step, "mean latency"
         main = max(eps, key=lambda e: e.budget_spent) if eps else None
         onset = main.onset if main else None

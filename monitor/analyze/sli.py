@@ -59,12 +59,12 @@ def track(ds: Dataset, spec: SliSpec, window: float) -> SliTrack:
         grl = good_ratio(long, spec.target) if long is not None else None
         cols["burn_long"].append(burn_rate(grl.value, spec.objective) if grl else None)
         for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
-            cols[key].append(quantile(q, win) if win is not None else None)
+            cols[key].append(quantile(q, win) if win is not None and spec.latency else None)
         prev = hs[i - 1] if i else None
         st = delta(h, prev) if prev is not None else None
         sgr = good_ratio(st, spec.target) if st is not None else None
         cols["ev"].append(st.total if st is not None else None)
         cols["bad"].append(1.0 - sgr.value if sgr else None)
-        cols["mean"].append(mean(st) if st is not None else None)
+        cols["mean"].append(mean(st) if st is not None and spec.latency else None)
     return SliTrack(spec, w * ds.step, wl * ds.step, ds.times, *(tuple(cols[k]) for k in
                     ("gr", "burn", "burn_long", "p50", "p90", "p99", "ev", "bad", "mean")))
