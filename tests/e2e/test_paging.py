@@ -16,6 +16,7 @@ from tests.e2e.stack import TIME_SCALE, Stack, start_stack, wait_until
 
 pytestmark = pytest.mark.e2e
 LATENCIES: dict[str, float] = {}
+INCIDENTS: dict[str, tuple[float, float]] = {}  # name -> (injected, cleared), for the analysis test
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +107,27 @@ def test_ttft_breach_on_the_pd_decode_server_pages(stack):
         wait_until(lambda sli=sli: pages(stack, t_clear, status="resolved", alertname="SLOErrorBudgetBurnFast",
                                          deployment="pd-b", sli=sli), 120, what=f"{sli} page resolved")
     assert not slo_pages(stack, t0, "mixed-a")
+    INCIDENTS["ttft_spike"] = (t0, t_clear)
+
+
+def test_analyze_reads_the_ttft_and_goodput_breach_back_from_prometheus(stack):
+    """`slo-monitor analyze --prometheus` over the TTFT spike: both SLIs breached, goodput after TTFT."""
+    import asyncio
+
+    from monitor.analyze.prometheus import load_prometheus
+    from monitor.analyze.report import analyze
+
+    if "ttft_spike" not in INCIDENTS:
+        pytest.skip("the TTFT spike test did not run")
+    t0, t_clear = INCIDENTS["ttft_spike"]
+    t1, t2 = t0 - 20, t_clear + 20
+    ds = asyncio.run(load_prometheus(stack.prometheus_url, "pd-b", t1 - (t2 - t1), t2, t2 - t1,
+                                     deployment_config=stack.config.deployment("pd-b"), progress=lambda _: None))
+    rep = analyze(ds, t1, t2, 10.0)
+    ttft, goodput = rep.slis["ttft"].main_episode, rep.slis["goodput"].main_episode
+    assert ttft is not None and goodput is not None
+    assert t0 <= ttft.start <= goodput.start <= t_clear + 60  # requests count for goodput when they finish
+    assert rep.slis["goodput"].track.spec.objective == 0.95 and rep.slis["goodput"].episodes[0].peak_burn > 6
 
 
 def test_kv_transfer_failures_page_as_a_pd_symptom_and_show_in_goodput(stack):
