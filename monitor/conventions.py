@@ -21,6 +21,8 @@ SLI_FAMILIES: Final[dict[str, str]] = {
     "e2e": "sglang:e2e_request_latency_seconds",
 }
 SLIS: Final = tuple(SLI_FAMILIES)
+# The optional per-request SLO (requests meeting every target), from a request-log target.
+GOODPUT_SLI: Final = "goodput"
 # Older SGLang (the docs sample) used this name for what is now ITL.
 LEGACY_TPOT_FAMILY: Final = "sglang:time_per_output_token_seconds"
 

@@ -8,9 +8,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from monitor.analyze.model import GOODPUT
 from monitor.analyze.report import Report, analyze
-from monitor.conventions import SLIS, parse_duration
+from monitor.conventions import GOODPUT_SLI, SLIS, parse_duration
 from monitor.record.store import RecordingError
 
 
@@ -95,6 +94,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default="slo-report", help="report directory (default: slo-report)")
     p.add_argument("--window", default="5m", help="SLI short window for the breach timeline (default 5m)")
     p.add_argument("--step", help="analysis step (default: span/300 rounded, at least the scrape interval)")
-    p.add_argument("--sli", action="append", choices=[*SLIS, GOODPUT], help="analyse only this SLI (repeatable)")
+    p.add_argument("--sli", action="append", choices=[*SLIS, GOODPUT_SLI], help="analyse only this SLI (repeatable)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus query (default 30)")
     p.set_defaults(func=_handler)

@@ -12,6 +12,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from monitor.conventions import GOODPUT_SLI
 from monitor.slo.histogram import Hist
 
 Values = tuple[float | None, ...]
@@ -34,7 +35,6 @@ class SliSpec:
     latency: bool = True  # False for goodput: good/total events, no latency distribution
 
 
-GOODPUT = "goodput"
 GOODPUT_EDGE = 1.0  # goodput rides the histogram code as a two-bucket histogram: good events at le=1
 
 
@@ -44,7 +44,7 @@ def count_hist(good: float, total: float) -> Hist:
 
 
 def goodput_spec(objective: float) -> SliSpec:
-    return SliSpec(GOODPUT, GOODPUT_EDGE, objective, latency=False)
+    return SliSpec(GOODPUT_SLI, GOODPUT_EDGE, objective, latency=False)
 
 
 @dataclass

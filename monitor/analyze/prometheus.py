@@ -21,7 +21,6 @@ import yaml
 
 from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
 from monitor.analyze.model import (
-    GOODPUT,
     Dataset,
     Series,
     SliSpec,
@@ -34,6 +33,7 @@ from monitor.config import Deployment
 from monitor.conventions import (
     COUNTERS,
     GAUGES,
+    GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
     M_COUNTER_RESETS,
     M_LOAD,
@@ -46,8 +46,8 @@ from monitor.conventions import (
     prom_name_regex,
 )
 from monitor.generate import names
-from monitor.requestlog.export import M_GOODPUT_REQUESTS, M_LOG_FINISHED
-from monitor.slo.accumulate import HistAccumulator
+from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
+from monitor.slo.accumulate import HistAccumulator, ScalarAccumulator
 from monitor.slo.histogram import Hist, merge
 
 SLI_ROLES = 'role=~"server|decode"'  # a PD prefill server records no TTFT/TPOT/ITL (see slo.engine)
@@ -162,8 +162,8 @@ class _Plan:
         self.queries["kv_transfer_latency"] = (f"sum(rate({_selector(kv + '_sum', d)}[{lookback}])) / "
                                                f"sum(rate({_selector(kv + '_count', d)}[{lookback}]))")
         # Goodput (the sidecar's request-log counters), per target so counter resets are handled per series.
-        self.queries["goodput.good"] = f'sum by (target) ({M_GOODPUT_REQUESTS}_total{{deployment="{_esc(d)}"}})'
-        self.queries["goodput.total"] = f'sum by (target) ({M_LOG_FINISHED}_total{{deployment="{_esc(d)}"}})'
+        self.queries["goodput.good"] = f'sum by (target) ({GOODPUT_REQUESTS_TOTAL}{{deployment="{_esc(d)}"}})'
+        self.queries["goodput.total"] = f'sum by (target) ({LOG_FINISHED_TOTAL}{{deployment="{_esc(d)}"}})'
         self.queries["router_errors"] = f"sum(rate(smg_router_request_errors_total{sel}[{lookback}]))"
         self.queries["router_worker_errors"] = f"sum(rate(smg_worker_errors_total{sel}[{lookback}]))"
 
@@ -236,8 +236,8 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
                 if m.get("sli"):
                     specs[m["sli"]] = SliSpec(m["sli"], v, objectives.get(m["sli"], 0.99))
             # The goodput objective lives in the generated rules (the sidecar does not export it).
-            for _, v in await client.query(f'{names.OBJECTIVE}{{deployment="{_esc(deployment)}",sli="{GOODPUT}"}}', end):
-                specs[GOODPUT] = goodput_spec(v)
+            for _, v in await client.query(f'{names.OBJECTIVE}{{deployment="{_esc(deployment)}",sli="{GOODPUT_SLI}"}}', end):
+                specs[GOODPUT_SLI] = goodput_spec(v)
             if not specs:
                 raise ValueError(f"no SLO targets for {deployment!r}: Prometheus has no {M_SLI_TARGET} series for it "
                                  "(the sidecar is not scraped); pass the config with -c")
@@ -246,21 +246,17 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
 
 def _summed_counter(results: list[tuple[dict[str, str], list[tuple[float, float]]]],
                     values: Callable[[list[tuple[float, float]]], tuple[float | None, ...]]) -> tuple[float | None, ...]:
-    """Per-series counters made monotone (a drop is a reset to 0) and summed; a series' gaps carry its last value."""
-    series = []
-    for _, points in results:
-        raw, out, offset, prev, last = values(points), [], 0.0, None, None
-        for v in raw:
-            if v is not None:
-                if prev is not None and v < prev:
-                    offset += prev
-                prev, last = v, v + offset
-            out.append(last)
-        series.append(out)
-    if not series:
-        return ()
-    return tuple(None if all(s[i] is None for s in series) else sum(s[i] or 0.0 for s in series)
-                 for i in range(len(series[0])))
+    """Per-series counters made monotone (the sidecar's reset rule) and summed; a series' gaps carry its last value."""
+    cols = [values(points) for _, points in results]
+    accs = [ScalarAccumulator() for _ in cols]
+    out: list[float | None] = []
+    for i in range(len(cols[0]) if cols else 0):
+        for acc, col in zip(accs, cols):
+            if col[i] is not None:
+                acc.update(col[i])
+        adjusted = [v for v in (a.adjusted() for a in accs) if v is not None]
+        out.append(sum(adjusted) if adjusted else None)
+    return tuple(out)
 
 
 def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: float, results: dict[str, Any],
@@ -284,7 +280,7 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
     good = _summed_counter(results.get("goodput.good") or [], values)
     total = _summed_counter(results.get("goodput.total") or [], values)
     if any(t is not None for t in total):
-        hists[GOODPUT] = tuple(None if g is None or t is None else count_hist(g, t) for g, t in zip(good, total))
+        hists[GOODPUT_SLI] = tuple(None if g is None or t is None else count_hist(g, t) for g, t in zip(good, total))
     hists = {k: v for k, v in hists.items() if any(h is not None for h in v)}
     series: dict[str, Series] = {}
     gauges: dict[tuple[str, str], tuple[float | None, ...]] = {}
@@ -317,7 +313,7 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
     if dep is not None:
         specs = {s: SliSpec(s, dep.target_seconds(s) or 0.0, dep.objective) for s in dep.slis}
         if dep.goodput_objective is not None:
-            specs[GOODPUT] = goodput_spec(dep.goodput_objective)
+            specs[GOODPUT_SLI] = goodput_spec(dep.goodput_objective)
         period = float(dep.period_seconds)
         if dep.baseline is not None:
             recipe = {k: v for k, v in (("tpot", dep.baseline.tpot_mean_seconds),

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.config import Config, ConfigError, Deployment, format_validation_error
-from monitor.conventions import SLI_FAMILIES, format_le, parse_duration
+from monitor.conventions import GOODPUT_SLI, SLI_FAMILIES, format_le, parse_duration
 from monitor.escaping import yaml_text
 from monitor.generate.options import format_number
 from monitor.generate.plan import (
@@ -30,6 +30,7 @@ from monitor.generate.plan import (
     resolve_sli,
 )
 from monitor.generate.promql import selector
+from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL
 
 API_VERSION = "openslo/v1"
 ANN = "slo-monitor.io/"
@@ -39,7 +40,6 @@ A_DEPLOYMENT = ANN + "deployment"  # JSON: the deployment's non-SLO fields (mode
 CARRIED = ("model", "hardware", "cards", "mode", "dataset", "input_tokens", "output_tokens", "prefix_cache_hit",
            "image_inputs", "quantization", "approximate", "buckets", "baseline", "targets", "launch",
            "warnings", "labels")
-GOODPUT = "goodput"
 _LE_RE = re.compile(r'\ble\s*=\s*"([^"]*)"')
 _DNS = re.compile(r"[^a-z0-9-]+")
 
@@ -222,14 +222,14 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
                 raise ValueError("only `indicator.spec.ratioMetric` (good/total over SGLang buckets) is supported")
             good = _query(ratio, "good")
             _query(ratio, "total")
-            is_goodput = labels.get("sli") == GOODPUT or GoodputPlan.good_metric in good
-            sli = labels.get("sli") if labels.get("sli") in SLI_FAMILIES else _sli_of(good)
-            if is_goodput:
-                sli = GOODPUT
+            if labels.get("sli") == GOODPUT_SLI or GOODPUT_REQUESTS_TOTAL in good:
+                sli: str | None = GOODPUT_SLI
+            else:
+                sli = labels.get("sli") if labels.get("sli") in SLI_FAMILIES else _sli_of(good)
             if sli is None:
                 raise ValueError(f"cannot tell the SLI: label `sli` is missing and the good query names no "
                                  f"SGLang latency histogram bucket: {good!r}")
-            if sli == GOODPUT:
+            if sli == GOODPUT_SLI:
                 target = 0.0  # goodput has no latency target of its own
             elif A_TARGET in ann:
                 target = float(ann[A_TARGET])
@@ -254,7 +254,7 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
             deps[name] = dep
         if period:
             dep["period"] = period
-        if sli == GOODPUT:
+        if sli == GOODPUT_SLI:
             dep["goodput_objective"] = objective
             continue
         dep[f"{sli}_target_seconds"] = target

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.config import Deployment
-from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, SLI_FAMILIES, format_le
+from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, GOODPUT_SLI, SLI_FAMILIES, format_le
 from monitor.generate.options import Options, format_number
-from monitor.requestlog.export import M_GOODPUT_REQUESTS, M_LOG_FINISHED
+from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
 from monitor.requestlog.records import REQUEST_SLIS
 
 ENGINE_ROLES = ("server", "prefill", "decode")
@@ -91,9 +91,9 @@ class GoodputPlan:
     deployment: str
     objective: float
     targets: dict[str, float]  # the latency targets a request must meet (ttft, tpot, e2e)
-    sli: str = "goodput"
-    good_metric: str = M_GOODPUT_REQUESTS + "_total"
-    total_metric: str = M_LOG_FINISHED + "_total"
+    sli: str = GOODPUT_SLI
+    good_metric: str = GOODPUT_REQUESTS_TOTAL
+    total_metric: str = LOG_FINISHED_TOTAL
     approximate: bool = False
 
     @property

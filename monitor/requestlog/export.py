@@ -35,6 +35,9 @@ M_LOG_ERRORS = f"{NS}_request_log_errors"
 # Counters behind the goodput SLO rules (rates over any window, like SGLang's own histograms).
 M_LOG_FINISHED = f"{NS}_request_log_finished_requests"  # exposed as _total
 M_GOODPUT_REQUESTS = f"{NS}_goodput_requests"  # exposed as _total
+# The sample names Prometheus stores for the two (what rules, dashboards and the analyzer query).
+LOG_FINISHED_TOTAL = M_LOG_FINISHED + "_total"
+GOODPUT_REQUESTS_TOTAL = M_GOODPUT_REQUESTS + "_total"
 
 
 @dataclass(frozen=True)

@@ -163,11 +163,14 @@ class RequestLogReader:
                         log.warning("skipping malformed request-log line %s", tl.last_error)
                     logged += 1
                     continue
+                in_window = rec.finished_ts > horizon
+                if line.replayed and not in_window:
+                    continue  # counted before the restart and too old for the windows
                 verdict = evaluate(rec, targets)
                 if not line.replayed:
                     tl.finished += 1
                     tl.good += int(verdict.good)
-                if rec.finished_ts > horizon:
+                if in_window:
                     buf.add(rec.finished_ts, pack(verdict))
             changed = changed or bool(ev.lines or ev.truncated or ev.replaced or ev.deleted or ev.skipped)
         if logged > LOGGED_ERRORS_PER_POLL:

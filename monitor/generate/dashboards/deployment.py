@@ -6,15 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.config import Config
-from monitor.conventions import GAUGES, KV_TRANSFER_LATENCY, QUANTILES, RULE_WINDOWS, SLI_FAMILIES
+from monitor.conventions import (
+    GAUGES,
+    GOODPUT_SLI,
+    KV_TRANSFER_LATENCY,
+    QUANTILES,
+    RULE_WINDOWS,
+    SLI_FAMILIES,
+)
 from monitor.generate import names
 from monitor.generate.dashboards.common import RATE, dashboard, heatmap, query_var, stat, timeseries
 from monitor.generate.plan import SLI_LONG, SLI_TITLES
 from monitor.requestlog.export import (
+    GOODPUT_REQUESTS_TOTAL,
+    LOG_FINISHED_TOTAL,
     M_DISAGREEMENT,
     M_GOODPUT_RATIO,
-    M_GOODPUT_REQUESTS,
-    M_LOG_FINISHED,
     M_MISSED,
 )
 
@@ -122,8 +129,8 @@ def pd_panels() -> list[tuple[Any, int, int]]:
 
 def goodput_panels() -> list[tuple[Any, int, int]]:
     """From a request-log target (SGLang's --export-metrics-to-file): the per-request view."""
-    gp = f'{{{D},sli="goodput"}}'
-    good, finished = M_GOODPUT_REQUESTS + "_total", M_LOG_FINISHED + "_total"
+    gp = f'{{{D},sli="{GOODPUT_SLI}"}}'
+    good, finished = GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
     return [
         (timeseries("Goodput: requests meeting every target", "Share of finished requests that succeeded and met "
                     "every latency target (TTFT, TPOT, E2E), per sidecar window, from the counters over the "
