@@ -37,15 +37,15 @@ def real_openmetrics() -> str:
     return REAL_OM.read_text()
 
 
-async def serve_routes(routes: dict) -> tuple:
+async def serve_routes(routes: dict, method: str = "GET") -> tuple:
     """Serve aiohttp handlers ({path: handler}) on 127.0.0.1:<free>; returns (runner, base URL).
 
-    The caller awaits `runner.cleanup()` when done."""
+    `method` is the HTTP method the routes answer ("*" for any). The caller awaits `runner.cleanup()`."""
     from aiohttp import web
 
     app = web.Application()
     for path, handler in routes.items():
-        app.router.add_get(path, handler)
+        app.router.add_route(method, path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -16,7 +16,7 @@ from monitor.export.otlp_points import points_from_families, points_from_status,
 from monitor.export.prometheus import families_from_status
 from monitor.sidecar import Sidecar
 from monitor.telemetry.export import telemetry_families
-from tests.conftest import SHARED_FIXTURES
+from tests.conftest import SHARED_FIXTURES, serve_routes
 from tests.slo.helpers import exposition
 
 NPU_SAMPLE = SHARED_FIXTURES / "npu_exporter_sample.txt"
@@ -32,15 +32,17 @@ class Clock:
         return self.t
 
 
-async def _serve(routes: dict[str, object]) -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    for path, handler in routes.items():
-        app.router.add_route("*", path, handler)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+async def _otlp_receiver() -> tuple[web.AppRunner, str, list[bytes]]:
+    """A real OTLP/HTTP endpoint: keeps every protobuf request body it is sent."""
+    bodies: list[bytes] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        assert request.content_type == "application/x-protobuf"
+        bodies.append(await request.read())
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    runner, base = await serve_routes({"/v1/metrics": receive}, method="POST")
+    return runner, f"{base}/v1/metrics", bodies
 
 
 async def _sidecar(real_text: str, npu_text: str) -> tuple[Sidecar, web.AppRunner]:
@@ -57,7 +59,7 @@ async def _sidecar(real_text: str, npu_text: str) -> tuple[Sidecar, web.AppRunne
     async def npu(_request: web.Request) -> web.Response:
         return web.Response(text=npu_text)
 
-    runner, base = await _serve({"/synth": synth, "/real": real, "/npu": npu})
+    runner, base = await serve_routes({"/synth": synth, "/real": real, "/npu": npu})
     cfg = parse_config({"deployments": [
         {"name": "busy", "tpot_target_seconds": 0.04, "ttft_target_seconds": 1.0,
          "targets": [{"role": "server", "url": f"{base}/synth"}]},
@@ -123,17 +125,10 @@ def test_otlp_receiver_gets_the_prometheus_series(real_text):
 
     async def go():
         sc, sglang = await _sidecar(real_text, npu_text)
-        bodies: list[bytes] = []
-
-        async def receive(request: web.Request) -> web.Response:
-            assert request.content_type == "application/x-protobuf"
-            bodies.append(await request.read())
-            return web.Response(body=b"", content_type="application/x-protobuf")
-
-        receiver, base = await _serve({"/v1/metrics": receive})
+        receiver, endpoint, bodies = await _otlp_receiver()
         extra = _accelerators(sc)
         # A long interval: the test drives the exports itself (force_flush), no timing involved.
-        handle = start_otlp(sc.status, f"{base}/v1/metrics", 3600, extra=extra, loop=asyncio.get_running_loop(),
+        handle = start_otlp(sc.status, endpoint, 3600, extra=extra, loop=asyncio.get_running_loop(),
                             timeout_seconds=5, resource_attributes={"service.instance.id": "test"})
         try:
             loop = asyncio.get_running_loop()
@@ -211,14 +206,8 @@ def test_sidecar_hook_is_off_without_an_endpoint_and_interval_is_checked():
 
 def test_sidecar_hook_exports_to_the_configured_endpoint():
     async def go():
-        bodies: list[bytes] = []
-
-        async def receive(request: web.Request) -> web.Response:
-            bodies.append(await request.read())
-            return web.Response(body=b"", content_type="application/x-protobuf")
-
-        receiver, base = await _serve({"/v1/metrics": receive})
-        cfg = parse_config({"sidecar": {"otlp_endpoint": f"{base}/v1/metrics", "otlp_interval_seconds": 3600},
+        receiver, endpoint, bodies = await _otlp_receiver()
+        cfg = parse_config({"sidecar": {"otlp_endpoint": endpoint, "otlp_interval_seconds": 3600},
                             "deployments": [{"name": "idle", "tpot_target_seconds": 0.05, "targets": []}]})
         sc = Sidecar(cfg)
         handle = start_otlp_for_sidecar(sc)
@@ -239,18 +228,12 @@ def test_sidecar_hook_exports_to_the_configured_endpoint():
 
 def test_a_failing_extra_source_does_not_stop_the_slo_series():
     async def go():
-        bodies: list[bytes] = []
-
-        async def receive(request: web.Request) -> web.Response:
-            bodies.append(await request.read())
-            return web.Response(body=b"", content_type="application/x-protobuf")
-
+        receiver, endpoint, bodies = await _otlp_receiver()
         def broken():
             raise ImportError("no accelerator families")
 
-        receiver, base = await _serve({"/v1/metrics": receive})
         sc = Sidecar(parse_config({"deployments": [{"name": "idle", "tpot_target_seconds": 0.05}]}))
-        handle = start_otlp(sc.status, f"{base}/v1/metrics", 3600, extra=broken, loop=asyncio.get_running_loop(),
+        handle = start_otlp(sc.status, endpoint, 3600, extra=broken, loop=asyncio.get_running_loop(),
                             timeout_seconds=5)
         try:
             await asyncio.get_running_loop().run_in_executor(None, handle.force_flush)
