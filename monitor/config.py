@@ -31,6 +31,7 @@ DEFAULT_SOURCE: dict[str, str] = {
     "gpu": "dcgm",
     "request-log": "request-log",
 }
+DEFAULT_DETAILS_INTERVAL = 60.0  # seconds between `npu-smi info -t KIND` runs per chip
 NpuSmiDetail = Literal["usages", "common", "power", "temp", "memory", "health", "ecc"]
 PLACEHOLDER_RE = re.compile(r"<[^<>]+>|\$\{?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\}?")
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -59,6 +60,9 @@ class Target(_Strict):
     # npu-smi only: also run `npu-smi info -t KIND -i N -c M` per chip and lay what it reports over
     # the table (e.g. `ecc` for error counts, which the table does not show). One process per chip and kind.
     npu_smi_details: list[NpuSmiDetail] | None = None
+    # How often each detail is re-run; between runs the last answer is reused (error counts and health move
+    # slowly, and a 16-chip node would otherwise start 16 processes per kind every scrape).
+    npu_smi_details_interval_seconds: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _fill(self) -> Target:
@@ -71,9 +75,15 @@ class Target(_Strict):
             raise ValueError("source 'request-log' needs `path` (SGLang's --export-metrics-to-file-dir)")
         if self.npu_smi_details and self.source != "npu-smi":
             raise ValueError(f"npu_smi_details applies to source 'npu-smi' only, not {self.source!r}")
+        if self.npu_smi_details_interval_seconds is not None and not self.npu_smi_details:
+            raise ValueError("npu_smi_details_interval_seconds needs npu_smi_details (e.g. [ecc])")
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
         return self
+
+    @property
+    def details_interval(self) -> float:
+        return self.npu_smi_details_interval_seconds or DEFAULT_DETAILS_INTERVAL
 
     @property
     def id(self) -> str:

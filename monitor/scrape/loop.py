@@ -62,6 +62,7 @@ class Scraper:
         self.engines = engines or {d.name: DeploymentEngine(d) for d in config.deployments}
         self.statuses: dict[tuple[str, str], TargetStatus] = {}
         self.telemetry: dict[tuple[str, str], Any] = {}  # latest TelemetryResult per target
+        self.npu_details: dict[tuple[str, str], Any] = {}  # DetailCache per npu-smi target with details
         self.wanted = engine_wanted()
         self.cycles = 0
         self.last_cycle_seconds = 0.0
@@ -114,11 +115,12 @@ class Scraper:
     async def _collect_telemetry(self, session: aiohttp.ClientSession, dep: Deployment, target: Target,
                                  status: TargetStatus, ts: float) -> None:
         try:
-            from monitor.telemetry.collect import collect
+            from monitor.telemetry.collect import DetailCache, collect
         except ImportError as err:  # pragma: no cover - telemetry package always ships
             status.record_failure(ts, f"telemetry unavailable: {err}", 0.0)
             return
-        result = await collect(target, timeout=self._timeout(target), session=session)
+        details = self.npu_details.setdefault((dep.name, target.id), DetailCache()) if target.npu_smi_details else None
+        result = await collect(target, timeout=self._timeout(target), session=session, details=details)
         self.telemetry[(dep.name, target.id)] = result
         if result.up:
             status.record_success(ts, result.duration_seconds, len(result.readings), 0, target.source)

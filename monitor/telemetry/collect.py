@@ -15,7 +15,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -111,25 +111,52 @@ async def fetch(url: str, timeout: float, session: aiohttp.ClientSession | None,
 DETAIL_CONCURRENCY = 4  # npu-smi serialises on the driver anyway; more processes only queue
 
 
+@dataclass
+class DetailCache:
+    """The last `npu-smi info -t` answer per (device, chip, kind) of one target, with when it was taken.
+
+    A failure is kept too, so a chip whose `-t ecc` fails is retried once per interval, not every scrape.
+    """
+
+    answers: dict[tuple[str, str, str], tuple[float, Reading | str]] = field(default_factory=dict)
+
+    def fresh(self, key: tuple[str, str, str], now: float, interval: float) -> Reading | str | None:
+        hit = self.answers.get(key)
+        return hit[1] if hit is not None and now - hit[0] < interval else None
+
+
 async def npu_smi_details(target: Target, readings: list[Reading], deadline: float,
-                          clock: Callable[[], float]) -> tuple[list[Reading], list[str]]:
-    """Lay `npu-smi info -t KIND -i N -c M` over each chip's table reading; failures become warnings."""
+                          clock: Callable[[], float],
+                          cache: DetailCache | None = None) -> tuple[list[Reading], list[str]]:
+    """Lay `npu-smi info -t KIND -i N -c M` over each chip's table reading; failures become warnings.
+
+    With a cache, a (chip, kind) answered less than `target.details_interval` ago is not run again.
+    A run skipped for lack of time is not cached: it is retried on the next scrape.
+    """
     sem = asyncio.Semaphore(DETAIL_CONCURRENCY)
     base = npu_smi_argv(target)
 
+    async def run_one(r: Reading, kind: str, argv: list[str]) -> Reading | str:
+        try:
+            found = parse_npu_smi_keyvalue(await run_command(argv, deadline - clock()), node=r.node,
+                                           npu_id=r.device, chip_id=r.chip)
+        except (CollectError, NpuSmiParseError) as err:
+            return f"{' '.join(argv)}: {err}" if isinstance(err, NpuSmiParseError) else str(err)
+        same = [x for x in found if x.chip == r.chip] or found[:1]
+        return same[0] if same else f"{' '.join(argv)}: no chip in the answer"
+
     async def one(r: Reading, kind: str) -> Reading | str:
+        key = (r.device, r.chip, kind)
+        if cache is not None and (hit := cache.fresh(key, clock(), target.details_interval)) is not None:
+            return hit
         argv = [*base, "-t", kind, "-i", r.device, "-c", r.chip]
         async with sem:
-            left = deadline - clock()
-            if left <= 0:
+            if deadline - clock() <= 0:
                 return f"{' '.join(argv)}: skipped, the target's timeout was spent"
-            try:
-                found = parse_npu_smi_keyvalue(await run_command(argv, left), node=r.node, npu_id=r.device,
-                                               chip_id=r.chip)
-            except (CollectError, NpuSmiParseError) as err:
-                return f"{' '.join(argv)}: {err}" if isinstance(err, NpuSmiParseError) else str(err)
-        same = [x for x in found if x.chip == r.chip] or found[:1]
-        return merge(r, same[0]) if same else r
+            res = await run_one(r, kind, argv)
+        if cache is not None:
+            cache.answers[key] = (clock(), res)
+        return res
 
     out, warnings = [], []
     for r in readings:
@@ -162,7 +189,8 @@ async def _readings(target: Target, node: str, timeout: float,
 
 
 async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSession | None = None,
-                  clock: Callable[[], float] = time.monotonic) -> TelemetryResult:
+                  clock: Callable[[], float] = time.monotonic,
+                  details: DetailCache | None = None) -> TelemetryResult:
     node = target_node(target)
     start = clock()
     try:
@@ -171,7 +199,7 @@ async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSess
             raise CollectError("source answered but reported no chips")
         warnings: list[str] = []
         if target.source == "npu-smi" and target.npu_smi_details:
-            readings, warnings = await npu_smi_details(target, readings, start + timeout, clock)
+            readings, warnings = await npu_smi_details(target, readings, start + timeout, clock, details)
         if not target.node:
             node = readings[0].node  # dcgm: the exporter's own hostname label
     except asyncio.CancelledError:

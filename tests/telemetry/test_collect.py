@@ -70,6 +70,65 @@ def test_a_failing_npu_smi_detail_keeps_the_table_and_warns(tmp_path, a3_text):
     assert "-t ecc -i" in res.warnings[0] and "exit status 2" in res.warnings[0]
 
 
+def counting(tmp_path: Path, exe: Path) -> tuple[Path, Path]:
+    """A wrapper that logs each `-t` run of `exe` (one line per process) and then runs it."""
+    calls, wrapper = tmp_path / "calls", tmp_path / "counting-npu-smi"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *"-t "*) echo "$*" >> {calls};; esac\nexec {exe} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, calls
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_npu_smi_details_run_once_per_interval_and_are_reused_between(tmp_path, a3_text):
+    from monitor.telemetry.collect import DetailCache
+
+    ecc = npu_smi_text(ECC).replace("HBM Single Bit Error Count               : 0",
+                                    "HBM Single Bit Error Count               : 3")
+    wrapper, calls = counting(tmp_path, write_fake_npu_smi(tmp_path / "npu-smi", a3_text, {"ecc": ecc}))
+    target = npu_target([wrapper], npu_smi_details=["ecc"], npu_smi_details_interval_seconds=30)
+    cache, clock = DetailCache(), Clock()
+
+    def runs() -> int:
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    first = run(collect(target, timeout=10, clock=clock, details=cache))
+    assert runs() == 4  # one per chip
+    clock.now += 29
+    again = run(collect(target, timeout=10, clock=clock, details=cache))
+    assert runs() == 4 and not again.warnings  # reused: no process started
+    assert [r.ecc_errors for r in again.readings] == [r.ecc_errors for r in first.readings]
+    assert all(r.ecc_errors == {"correctable": 3, "uncorrectable": 0} for r in again.readings)
+    clock.now += 2
+    run(collect(target, timeout=10, clock=clock, details=cache))
+    assert runs() == 8  # the interval passed: asked again
+
+
+def test_a_failing_npu_smi_detail_is_retried_once_per_interval_not_every_scrape(tmp_path, a3_text):
+    from monitor.telemetry.collect import DetailCache
+
+    wrapper, calls = counting(tmp_path, write_fake_npu_smi(tmp_path / "npu-smi", a3_text))  # no `-t` answers
+    target = npu_target([wrapper], npu_smi_details=["ecc"])
+    cache, clock = DetailCache(), Clock()
+    first = run(collect(target, timeout=10, clock=clock, details=cache))
+    clock.now += target.details_interval - 1
+    again = run(collect(target, timeout=10, clock=clock, details=cache))
+    assert len(calls.read_text().splitlines()) == 4
+    assert again.up and again.warnings == first.warnings and "exit status 2" in again.warnings[0]
+
+
+def test_npu_smi_details_interval_needs_details_and_defaults_to_a_minute():
+    assert Target(role="npu", npu_smi_details=["ecc"]).details_interval == 60
+    with pytest.raises(ValueError, match="npu_smi_details_interval_seconds needs npu_smi_details"):
+        Target(role="npu", npu_smi_details_interval_seconds=10)
+
+
 def test_npu_smi_details_only_for_npu_smi_targets():
     with pytest.raises(ValueError, match="npu_smi_details applies to source 'npu-smi' only"):
         Target(role="npu", source="npu-exporter", url="http://127.0.0.1:8082/metrics", npu_smi_details=["ecc"])
