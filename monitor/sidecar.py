@@ -73,6 +73,9 @@ class Sidecar:
             return False
         status = self.status()
         telemetry = self._readings_by_deployment()
+        logs: dict[str, list] = {}
+        for c in self.request_logs.counts() if self.request_logs else ():
+            logs.setdefault(c.deployment, []).append(c)
         rows = []
         for dep, ds in zip(self.config.deployments, status.deployments):
             engine = self.scraper.engines[dep.name]
@@ -80,7 +83,7 @@ class Sidecar:
             if snap is None:
                 continue
             readings = [r for res in telemetry.get(dep.name, []) for r in getattr(res, "readings", [])]
-            rows.append((dep.name, snap, state_row(ds, readings), engine.book))
+            rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), engine.book))
         self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
         self._last_record = now
         return True

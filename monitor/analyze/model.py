@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from monitor.conventions import GOODPUT_SLI
+from monitor.slo.accumulate import ScalarAccumulator
 from monitor.slo.histogram import Hist
 
 Values = tuple[float | None, ...]
@@ -45,6 +46,27 @@ def count_hist(good: float, total: float) -> Hist:
 
 def goodput_spec(objective: float) -> SliSpec:
     return SliSpec(GOODPUT_SLI, GOODPUT_EDGE, objective, latency=False)
+
+
+def summed_counter(columns: Sequence[Values]) -> Values:
+    """Per-target counter columns made monotone (the sidecar's reset rule) and summed; a gap carries its last value."""
+    accs = [ScalarAccumulator() for _ in columns]
+    out: list[float | None] = []
+    for i in range(len(columns[0]) if columns else 0):
+        for acc, col in zip(accs, columns):
+            if col[i] is not None:
+                acc.update(col[i])
+        adjusted = [v for v in (a.adjusted() for a in accs) if v is not None]
+        out.append(sum(adjusted) if adjusted else None)
+    return tuple(out)
+
+
+def goodput_hists(good: Sequence[Values], finished: Sequence[Values]) -> tuple[Hist | None, ...] | None:
+    """Per-target (good, finished) request counters -> the goodput SLI's histograms; None without any count."""
+    g, t = summed_counter(good), summed_counter(finished)
+    if not any(x is not None for x in t):
+        return None
+    return tuple(None if a is None or b is None else count_hist(a, b) for a, b in zip(g, t))
 
 
 @dataclass

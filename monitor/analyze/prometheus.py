@@ -25,7 +25,7 @@ from monitor.analyze.model import (
     Series,
     SliSpec,
     choose_step,
-    count_hist,
+    goodput_hists,
     goodput_spec,
     grid,
 )
@@ -47,7 +47,7 @@ from monitor.conventions import (
 )
 from monitor.generate import names
 from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
-from monitor.slo.accumulate import HistAccumulator, ScalarAccumulator
+from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
 
 SLI_ROLES = 'role=~"server|decode"'  # a PD prefill server records no TTFT/TPOT/ITL (see slo.engine)
@@ -244,21 +244,6 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
     return build_dataset(url, deployment, times, step, results, specs, deployment_config, interval)
 
 
-def _summed_counter(results: list[tuple[dict[str, str], list[tuple[float, float]]]],
-                    values: Callable[[list[tuple[float, float]]], tuple[float | None, ...]]) -> tuple[float | None, ...]:
-    """Per-series counters made monotone (the sidecar's reset rule) and summed; a series' gaps carry its last value."""
-    cols = [values(points) for _, points in results]
-    accs = [ScalarAccumulator() for _ in cols]
-    out: list[float | None] = []
-    for i in range(len(cols[0]) if cols else 0):
-        for acc, col in zip(accs, cols):
-            if col[i] is not None:
-                acc.update(col[i])
-        adjusted = [v for v in (a.adjusted() for a in accs) if v is not None]
-        out.append(sum(adjusted) if adjusted else None)
-    return tuple(out)
-
-
 def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: float, results: dict[str, Any],
                   specs: dict[str, SliSpec], dep: Deployment | None, interval: float | None) -> Dataset:
     n = len(times)
@@ -277,10 +262,10 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
         return tuple(out)
 
     hists = {sli: _hists(results[f"hist.{sli}.bucket"], results[f"hist.{sli}.sum"], index, n) for sli in SLI_FAMILIES}
-    good = _summed_counter(results.get("goodput.good") or [], values)
-    total = _summed_counter(results.get("goodput.total") or [], values)
-    if any(t is not None for t in total):
-        hists[GOODPUT_SLI] = tuple(None if g is None or t is None else count_hist(g, t) for g, t in zip(good, total))
+    goodput = goodput_hists([values(p) for _, p in results.get("goodput.good") or []],
+                            [values(p) for _, p in results.get("goodput.total") or []])
+    if goodput is not None:
+        hists[GOODPUT_SLI] = goodput
     hists = {k: v for k, v in hists.items() if any(h is not None for h in v)}
     series: dict[str, Series] = {}
     gauges: dict[tuple[str, str], tuple[float | None, ...]] = {}

@@ -8,8 +8,18 @@ from collections.abc import Callable
 from typing import Any
 
 from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
-from monitor.analyze.model import Dataset, Series, SliSpec, choose_step, grid, sample
+from monitor.analyze.model import (
+    Dataset,
+    Series,
+    SliSpec,
+    choose_step,
+    goodput_hists,
+    goodput_spec,
+    grid,
+    sample,
+)
 from monitor.config import Deployment
+from monitor.conventions import GOODPUT_SLI
 from monitor.record.store import Recording, RecordingError
 from monitor.slo.histogram import Hist
 
@@ -36,6 +46,19 @@ def _accelerators(readings: list[dict[str, Any]]) -> dict[str, float]:
     if health:
         out["unhealthy"] = float(sum(1 for h in health if h > 0))
     return out
+
+
+def _goodput(states: list[tuple[float, dict[str, Any]]], times: tuple[float, ...],
+             max_age: float) -> tuple[Hist | None, ...] | None:
+    """The request-log targets' cumulative counts in the state rows, summed reset-aware per target."""
+    per_target: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for ts, st in states:
+        for target, c in ((st.get("goodput") or {}).get("targets") or {}).items():
+            parts = per_target.setdefault(target, {"good": [], "finished": []})
+            parts["good"].append((ts, float(c["good"])))
+            parts["finished"].append((ts, float(c["finished"])))
+    cols = {part: [sample(p[part], times, max_age) for p in per_target.values()] for part in ("good", "finished")}
+    return goodput_hists(cols["good"], cols["finished"])
 
 
 def load_recording(path: str, deployment: str, start: float, end: float, *, deployment_config: Deployment | None,
@@ -118,7 +141,14 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
     notes = []
     if step > interval * 1.5:
         notes.append(f"recording ticks every {interval:g} s; analysed at {step:g} s steps")
-    if deployment_config is not None and deployment_config.goodput_objective is not None:
-        notes.append("goodput: the recording keeps histogram windows only; analyse with --prometheus for the "
-                     "goodput SLO (the sidecar's request-log counters)")
+    objective = deployment_config.goodput_objective if deployment_config is not None else next(
+        (st["goodput"]["objective"] for _, st in reversed(states) if (st.get("goodput") or {}).get("objective")), None)
+    goodput = _goodput(states, times, max_age)
+    if goodput is not None:
+        hists[GOODPUT_SLI] = goodput
+        if objective is not None:
+            slis[GOODPUT_SLI] = goodput_spec(float(objective))
+    elif objective is not None:
+        notes.append("goodput: this recording has no request-log counts (no request-log target was read while "
+                     "it was recorded); analyse with --prometheus for the goodput SLO")
     return Dataset(deployment, f"recording {path}", times, step, hists, series, slis, period, recipe, interval, notes)

@@ -17,7 +17,10 @@ def _reading(r: Any) -> dict[str, Any]:
     return dict(r) if isinstance(r, dict) else {"value": str(r)}
 
 
-def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Any] = ()) -> dict[str, Any]:
+def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Any] = (),
+              request_log_counts: Iterable[Any] = ()) -> dict[str, Any]:
+    """`request_log_counts`: the deployment's request-log targets' cumulative finished/good requests
+    (monitor.requestlog TargetCounts), so the goodput SLI can be analysed from the recording."""
     slis = {
         s.sli: {
             "target": s.target_seconds,
@@ -36,4 +39,13 @@ def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Any] = ()) -
         "targets": {t.id: {"role": t.role, "up": t.up, "restarts": t.counter_resets, "error": t.last_error}
                     for t in dep.targets if not t.placeholder},
         "accelerators": [_reading(r) for r in accelerator_readings],
+        **_goodput(dep, list(request_log_counts)),
     }
+
+
+def _goodput(dep: DeploymentStatus, counts: list[Any]) -> dict[str, Any]:
+    if not counts:
+        return {}
+    objective = next((w.objective for w in dep.goodput or () if w.objective is not None), None)
+    return {"goodput": {"objective": objective,
+                        "targets": {c.target: {"finished": c.finished, "good": c.good} for c in counts}}}

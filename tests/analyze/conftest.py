@@ -42,13 +42,17 @@ class Run:
     queued: dict[float, int] = field(default_factory=dict)  # emulated time -> requests waiting (ground truth)
 
 
-async def _lockstep(incident: str, path: Path, until: float) -> Run:
-    emu = Emulator(make_config(), 0, speed=0, seed=1, incidents=[incident], rates={"llama": RATE})
+async def _lockstep(incident: str, path: Path, until: float, request_log_dir: Path | None = None,
+                    goodput_objective: float | None = None) -> Run:
+    emu = Emulator(make_config(), 0, speed=0, seed=1, incidents=[incident], rates={"llama": RATE},
+                   request_log_dir=request_log_dir)
     await emu.start()
     try:
+        emu.deployments["llama"].wall_start = EPOCH  # request-log timestamps on the sidecar's clock
         local = emu.localized_config()
         side = local.sidecar.model_copy(update={"recording_path": str(path), "recording_interval_seconds": INTERVAL})
-        local = local.model_copy(update={"sidecar": side})
+        deps = [d.model_copy(update={"goodput_objective": goodput_objective}) for d in local.deployments]
+        local = local.model_copy(update={"sidecar": side, "deployments": deps})
         now = [EPOCH]
         sidecar = Sidecar(local, clock=lambda: now[0])
         run = Run(path, local)
@@ -67,8 +71,10 @@ async def _lockstep(incident: str, path: Path, until: float) -> Run:
         await emu.stop()
 
 
-def record_incident(incident: str, path: Path, until: float = T2) -> Run:
-    return asyncio.run(_lockstep(incident, path, until))
+def record_incident(incident: str, path: Path, until: float = T2, **request_log) -> Run:
+    """`request_log`: request_log_dir (the emulator writes SGLang's request logs there, the sidecar
+    tails them) and goodput_objective."""
+    return asyncio.run(_lockstep(incident, path, until, **request_log))
 
 
 @pytest.fixture(scope="session")
