@@ -49,16 +49,20 @@ def _accelerators(readings: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _goodput(states: list[tuple[float, dict[str, Any]]], times: tuple[float, ...],
-             max_age: float) -> tuple[Hist | None, ...] | None:
-    """The request-log targets' cumulative counts in the state rows, summed reset-aware per target."""
+             max_age: float) -> tuple[tuple[Hist | None, ...] | None, float | None]:
+    """The request-log targets' cumulative counts in the state rows, summed reset-aware per target, and the
+    goodput objective the sidecar last ran with."""
     per_target: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    objective = None
     for ts, st in states:
-        for target, c in ((st.get("goodput") or {}).get("targets") or {}).items():
+        goodput = st.get("goodput", {})
+        objective = goodput.get("objective") or objective
+        for target, c in goodput.get("targets", {}).items():
             parts = per_target.setdefault(target, {"good": [], "finished": []})
             parts["good"].append((ts, float(c["good"])))
             parts["finished"].append((ts, float(c["finished"])))
     cols = {part: [sample(p[part], times, max_age) for p in per_target.values()] for part in ("good", "finished")}
-    return goodput_hists(cols["good"], cols["finished"])
+    return goodput_hists(cols["good"], cols["finished"]), objective
 
 
 def load_recording(path: str, deployment: str, start: float, end: float, *, deployment_config: Deployment | None,
@@ -141,9 +145,8 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
     notes = []
     if step > interval * 1.5:
         notes.append(f"recording ticks every {interval:g} s; analysed at {step:g} s steps")
-    objective = deployment_config.goodput_objective if deployment_config is not None else next(
-        (st["goodput"]["objective"] for _, st in reversed(states) if (st.get("goodput") or {}).get("objective")), None)
-    goodput = _goodput(states, times, max_age)
+    goodput, recorded_objective = _goodput(states, times, max_age)
+    objective = deployment_config.goodput_objective if deployment_config is not None else recorded_objective
     if goodput is not None:
         hists[GOODPUT_SLI] = goodput
         if objective is not None:
