@@ -7,13 +7,25 @@ import shutil
 import subprocess
 
 from aiohttp import web
+from prometheus_client import generate_latest
 
-from monitor.config import parse_config
+from monitor.config import Config, parse_config
+from monitor.export.status_model import StatusResponse
 from monitor.sidecar import Sidecar
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
 from tests.conftest import SHARED_FIXTURES, serve_routes
 
 A3 = SHARED_FIXTURES / "npu-smi" / "910_93_info_nputop-test-npusmi25.2.0_mixedprocs.txt"
+
+
+async def scrape_once(cfg: Config) -> tuple[str, StatusResponse]:
+    """One sidecar cycle over `cfg`: its /metrics text and its status."""
+    sc = Sidecar(cfg)
+    try:
+        await sc.run(once=True)
+        return generate_latest(sc.registry).decode(), sc.status()
+    finally:
+        await sc.close()
 
 
 def test_accelerator_series_from_npu_smi_and_dcgm(tmp_path):
@@ -35,14 +47,9 @@ def test_accelerator_series_from_npu_smi_and_dcgm(tmp_path):
                 {"role": "gpu", "source": "dcgm", "url": f"{base}/metrics"},
             ]}],
         })
-        sc = Sidecar(cfg)
         try:
-            await sc.run(once=True)
-            from prometheus_client import generate_latest
-
-            return generate_latest(sc.registry).decode(), sc.status()
+            return await scrape_once(cfg)
         finally:
-            await sc.close()
             await runner.cleanup()
 
     text, status = asyncio.run(go())
@@ -60,19 +67,9 @@ def test_npu_smi_ecc_details_are_exported_and_a_missing_detail_is_a_partial_stat
     ecc = ecc.replace("HBM Double Bit Error Count               : 0", "HBM Double Bit Error Count               : 2")
     fake = write_fake_npu_smi(tmp_path / "npu-smi", A3.read_text(), {"ecc": ecc})
 
-    async def go():
-        cfg = parse_config({"deployments": [{"name": "a3", "tpot_target_seconds": 0.1, "targets": [
-            {"role": "npu", "command": [str(fake)], "node": "node-a", "npu_smi_details": ["ecc", "health"]}]}]})
-        sc = Sidecar(cfg)
-        try:
-            await sc.run(once=True)
-            from prometheus_client import generate_latest
-
-            return generate_latest(sc.registry).decode(), sc.status()
-        finally:
-            await sc.close()
-
-    text, status = asyncio.run(go())
+    cfg = parse_config({"deployments": [{"name": "a3", "tpot_target_seconds": 0.1, "targets": [
+        {"role": "npu", "command": [str(fake)], "node": "node-a", "npu_smi_details": ["ecc", "health"]}]}]})
+    text, status = asyncio.run(scrape_once(cfg))
     errors = [line for line in text.splitlines() if line.startswith("accelerator_ecc_errors_total{")
               and 'type="uncorrectable"' in line]
     assert len(errors) == 4 and all(line.endswith(" 2.0") for line in errors)
