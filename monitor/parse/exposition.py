@@ -204,7 +204,6 @@ def _wanted_regex(wanted: frozenset[str]) -> re.Pattern[str]:
     return re.compile(r"\n(" + "|".join(alts) + r")(?=[{ \t])([^\n]*)")
 
 
-
 def _value_of(rest: str, lineno: int, line: str) -> float:
     """The value after the name and labels; a timestamp after it must be a number too."""
     tokens = rest.split()

@@ -34,6 +34,13 @@ ROUTER_WANTED = frozenset(
 )
 
 
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    """Wait up to `seconds` (none when not positive), returning at once when `stop` is set."""
+    if seconds > 0:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds)
+
+
 def router_summary(samples: list) -> dict[str, float]:
     health = [s.value for s in samples if s.name == "smg_worker_health"]
     return {
@@ -157,18 +164,14 @@ class Scraper:
 
     async def _deployment_loop(self, session: aiohttp.ClientSession, dep: Deployment, stop: asyncio.Event) -> None:
         interval = self.config.sidecar.scrape_interval_seconds
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), self.offset(dep))
+        await _sleep(stop, self.offset(dep))
         while not stop.is_set():
             begun = time.monotonic()
-            started = time.perf_counter()
             await self._scrape_all(session, [dep])
             self.engines[dep.name].snapshot(self.clock())
-            self.deployment_cycle_seconds[dep.name] = time.perf_counter() - started
-            remaining = interval - (time.monotonic() - begun)
-            if remaining > 0:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), remaining)
+            took = time.monotonic() - begun
+            self.deployment_cycle_seconds[dep.name] = took
+            await _sleep(stop, interval - took)
 
     async def run(self, stop: asyncio.Event, on_cycle: Callable[[float], Any] | None = None) -> None:
         interval = self.config.sidecar.scrape_interval_seconds
@@ -180,16 +183,12 @@ class Scraper:
                     now = await self.cycle(session)
                     if on_cycle is not None:
                         on_cycle(now)
-                    remaining = interval - (time.monotonic() - begun)
-                    if remaining > 0:
-                        with contextlib.suppress(asyncio.TimeoutError):
-                            await asyncio.wait_for(stop.wait(), remaining)
+                    await _sleep(stop, interval - (time.monotonic() - begun))
                 return
             loops = [asyncio.create_task(self._deployment_loop(session, d, stop)) for d in self.config.deployments]
             try:
                 while not stop.is_set():
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stop.wait(), interval)
+                    await _sleep(stop, interval)
                     if stop.is_set():
                         break
                     # One "cycle" = one interval in which every deployment was scraped once.
