@@ -399,13 +399,8 @@ class EmulatedDeployment:
             for labels in r.labels:
                 r.store.inc("sglang:num_transfer_failed_reqs", {**srv.base_labels(), **labels})
         self._count_abort(req.server, req, "500")
-        if req.server.log is not None:
-            req.server.log.write(record(
-                rid=req.rid, streaming=req.shape.streaming, max_new_tokens=req.shape.completion_tokens,
-                finish_reason="abort", prompt_tokens=req.shape.prompt_tokens, completion_tokens=0,
-                cached_tokens=req.shape.cached_tokens, received_wall=self.wall_start + req.created,
-                first_token_latency=None, e2e_latency=self.now - req.created, queue_time=req.queue_time, tpot=None,
-                abort=("KV transfer failed", 500)))
+        self._log_request(req.server, req, finish_reason="abort", completion_tokens=0, first_token_latency=None,
+                          e2e_latency=self.now - req.created, tpot=None, abort=("KV transfer failed", 500))
         self._pd_prealloc(rank)
         self._pd_admit_prefill(req.p_rank)
 
@@ -440,13 +435,18 @@ class EmulatedDeployment:
         status = "499" if shape.finish_reason == "abort" else "200"
         store.inc("sglang:http_responses", {**HTTP_LABELS, "status_code": status})
         self.finished += 1
-        if srv.log is not None:
-            srv.log.write(record(
-                rid=req.rid, streaming=shape.streaming, max_new_tokens=shape.completion_tokens,
-                finish_reason=shape.finish_reason, prompt_tokens=shape.prompt_tokens,
-                completion_tokens=req.produced, cached_tokens=shape.cached_tokens,
-                received_wall=self.wall_start + req.created, first_token_latency=req.t_first - req.created,
-                e2e_latency=e2e, queue_time=req.queue_time, tpot=tpot))
+        self._log_request(srv, req, finish_reason=shape.finish_reason, completion_tokens=req.produced,
+                          first_token_latency=req.t_first - req.created, e2e_latency=e2e, tpot=tpot)
+
+    def _log_request(self, srv: ServerSim, req: Req, **outcome: Any) -> None:
+        """One line of SGLang's request-metrics log on `srv`, when it writes one; `outcome`: how it ended."""
+        if srv.log is None:
+            return
+        shape = req.shape
+        srv.log.write(record(
+            rid=req.rid, streaming=shape.streaming, max_new_tokens=shape.completion_tokens,
+            prompt_tokens=shape.prompt_tokens, cached_tokens=shape.cached_tokens,
+            received_wall=self.wall_start + req.created, queue_time=req.queue_time, **outcome))
 
     def _observe_prefill_side(self, psrv: ServerSim, req: Req) -> None:
         """A PD prefill server's tokenizer finishes the request after the KV left: no TTFT/TPOT/ITL."""
