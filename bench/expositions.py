@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-FIXTURE = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "sglang_0.5.23_server_metrics.txt"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real" / "sglang_0.5.23_server_metrics.txt"
 _PID_RE = re.compile(r'pid="(\d+)"')
 
 

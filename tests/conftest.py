@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = (ROOT / ".." / "shared").resolve()
-SHARED_FIXTURES = SHARED / "fixtures"
-REAL_TEXT = SHARED_FIXTURES / "sglang_0.5.23_server_metrics.txt"
-REAL_OM = SHARED_FIXTURES / "sglang_0.5.23_server_metrics.openmetrics.txt"
-DOCS_SAMPLE = SHARED_FIXTURES / "sglang_docs_metrics_sample.txt"
-ROUTER_ENGINE = SHARED_FIXTURES / "sglang_router_0.3.2_engine_metrics.txt"
-ROUTER_METRICS = SHARED_FIXTURES / "sglang_router_0.3.2_metrics.txt"
-ROUTER_PD = SHARED_FIXTURES / "sglang_router_0.3.2_pd_metrics.txt"
-ROUTER_500 = SHARED_FIXTURES / "sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt"
+# Real output of the systems the sidecar observes, committed with the project (tests/fixtures/real/README.md).
+REAL_FIXTURES = ROOT / "tests" / "fixtures" / "real"
+REAL_TEXT = REAL_FIXTURES / "sglang_0.5.23_server_metrics.txt"
+REAL_OM = REAL_FIXTURES / "sglang_0.5.23_server_metrics.openmetrics.txt"
+DOCS_SAMPLE = REAL_FIXTURES / "sglang_docs_metrics_sample.txt"
+ROUTER_ENGINE = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics.txt"
+ROUTER_METRICS = REAL_FIXTURES / "sglang_router_0.3.2_metrics.txt"
+ROUTER_PD = REAL_FIXTURES / "sglang_router_0.3.2_pd_metrics.txt"
+ROUTER_500 = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt"
 
 
 def free_port() -> int:
@@ -27,8 +27,6 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def real_text() -> str:
-    if not REAL_TEXT.exists():
-        pytest.skip("../shared/fixtures is not present")
     return REAL_TEXT.read_text()
 
 

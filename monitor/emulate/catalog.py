@@ -1,6 +1,6 @@
 """SGLang 0.5.23 `/metrics` families, in the order the real server prints them.
 
-Taken from `shared/fixtures/sglang_0.5.23_server_metrics.txt` (real output of SGLang's metrics code,
+Taken from `tests/fixtures/real/sglang_0.5.23_server_metrics.txt` (real output of SGLang's metrics code,
 unified engine): name, type, HELP, which process writes it (`kind`), whether it carries `is_streaming`,
 the extra label sets it is pre-seeded with, and static bucket edges. PD-only families (KV-transfer
 histograms, failure counters) come from `reference/sglang_metrics.md` section 1.5; they appear on

@@ -13,13 +13,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.inspect_exposition import inspect_text
 from tests.conftest import (
     DOCS_SAMPLE,
+    REAL_FIXTURES,
     REAL_OM,
     REAL_TEXT,
     ROUTER_500,
     ROUTER_ENGINE,
     ROUTER_METRICS,
     ROUTER_PD,
-    SHARED_FIXTURES,
 )
 
 # Hand-computed from sglang_0.5.23_server_metrics.txt (both is_streaming series added):
@@ -85,9 +85,9 @@ def test_cli_reports_the_router_500_body_as_a_clear_error():
     assert res.returncode == 2 and "line 1" in res.stderr and "Traceback" not in res.stderr
 
 
-@pytest.mark.parametrize("path", sorted(SHARED_FIXTURES.glob("*.txt")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(REAL_FIXTURES.glob("*.txt")), ids=lambda p: p.name)
 def test_every_shared_fixture_is_summarised_or_refused_with_the_line(path):
-    """Every exposition in ../shared/fixtures parses; the two that are not expositions (the router's
+    """Every exposition in tests/fixtures/real parses; the two that are not expositions (the router's
     500 body, the npu-exporter doc sample that elides lines with '...') fail on their first line."""
     text = path.read_text()
     if path.name in ("sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt", "npu_exporter_sample.txt"):

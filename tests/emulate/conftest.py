@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from monitor.config import Config, parse_config
+from tests.conftest import REAL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "emulate"
+FIXTURES = REAL_FIXTURES
 
 
 @pytest.fixture

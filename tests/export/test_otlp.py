@@ -16,10 +16,10 @@ from monitor.export.otlp_points import points_from_families, points_from_status,
 from monitor.export.prometheus import families_from_status
 from monitor.sidecar import Sidecar
 from monitor.telemetry.export import telemetry_families
-from tests.conftest import SHARED_FIXTURES, serve_routes
+from tests.conftest import REAL_FIXTURES, serve_routes
 from tests.slo.helpers import exposition
 
-NPU_SAMPLE = SHARED_FIXTURES / "npu_exporter_sample.txt"
+NPU_SAMPLE = REAL_FIXTURES / "npu_exporter_sample.txt"
 
 
 class Clock:

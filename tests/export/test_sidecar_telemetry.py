@@ -13,9 +13,9 @@ from monitor.config import Config, parse_config
 from monitor.export.status_model import StatusResponse
 from monitor.sidecar import Sidecar
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
-from tests.conftest import SHARED_FIXTURES, serve_routes
+from tests.conftest import REAL_FIXTURES, serve_routes
 
-A3 = SHARED_FIXTURES / "npu-smi" / "910_93_info_nputop-test-npusmi25.2.0_mixedprocs.txt"
+A3 = REAL_FIXTURES.parent / "npu-smi" / "910_93_info_nputop-test-npusmi25.2.0_mixedprocs.txt"
 
 
 async def scrape_once(cfg: Config) -> tuple[str, StatusResponse]:
@@ -36,7 +36,7 @@ def test_accelerator_series_from_npu_smi_and_dcgm(tmp_path):
 
     async def go():
         async def dcgm(request):
-            return web.Response(text=(SHARED_FIXTURES / "dcgm_exporter_sample.txt").read_text())
+            return web.Response(text=(REAL_FIXTURES / "dcgm_exporter_sample.txt").read_text())
 
         runner, base = await serve_routes({"/metrics": dcgm})
         cfg = parse_config({
@@ -63,7 +63,7 @@ def test_accelerator_series_from_npu_smi_and_dcgm(tmp_path):
 
 
 def test_npu_smi_ecc_details_are_exported_and_a_missing_detail_is_a_partial_status(tmp_path):
-    ecc = (SHARED_FIXTURES / "npu-smi" / "910a_info-t-ecc_mindcluster-docs-faultdiag-collecting-logs.txt").read_text()
+    ecc = (REAL_FIXTURES.parent / "npu-smi" / "910a_info-t-ecc_mindcluster-docs-faultdiag-collecting-logs.txt").read_text()
     ecc = ecc.replace("HBM Double Bit Error Count               : 0", "HBM Double Bit Error Count               : 2")
     fake = write_fake_npu_smi(tmp_path / "npu-smi", A3.read_text(), {"ecc": ecc})
 

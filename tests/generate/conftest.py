@@ -12,10 +12,11 @@ from monitor.config import Config, load_config
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.writer import write
+from tests.conftest import REAL_FIXTURES
 
 HERE = Path(__file__).resolve().parent
 SMALL = HERE / "fixtures" / "small.yaml"
-FIXTURES = HERE.parent / "fixtures" / "generate"
+FIXTURES = REAL_FIXTURES
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 AMTOOL = shutil.which("amtool") or "/usr/bin/amtool"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"

@@ -22,7 +22,8 @@ BUILTIN = {"up", "ALERTS", "ALERTS_FOR_STATE", "scrape_duration_seconds", "scrap
 
 def known_metrics(files: dict[str, str]) -> set[str]:
     names = set(BUILTIN)
-    for path in FIXTURES.glob("*.txt"):
+    # The SGLang and router expositions (not the router's 500 body, nor the accelerator exporters).
+    for path in [*FIXTURES.glob("sglang_0.5.23_*.txt"), *FIXTURES.glob("sglang_router_*metrics.txt")]:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line and not line.startswith("#"):
                 names.add(canonical_name(re.split(r"[{\s]", line, maxsplit=1)[0]))

@@ -12,6 +12,7 @@ from monitor.config import Target
 from monitor.telemetry import collect as collect_mod
 from monitor.telemetry.collect import collect, npu_smi_argv
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
+from tests.conftest import REAL_FIXTURES as REAL
 from tests.conftest import serve_routes
 
 from .conftest import TELEMETRY, npu_smi_text
@@ -188,7 +189,7 @@ async def _serve(routes: dict[str, tuple[int, str]], release: asyncio.Event):
 
 
 def test_exporters_over_http():
-    dcgm = (TELEMETRY / "dcgm_exporter_l40s_sample.txt").read_text()
+    dcgm = (REAL / "dcgm_exporter_sample.txt").read_text()
     npu = (TELEMETRY / "npu_exporter_a3_synthetic.txt").read_text()
 
     async def main():

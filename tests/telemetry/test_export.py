@@ -13,6 +13,7 @@ from monitor.telemetry.export import telemetry_families
 from monitor.telemetry.model import TelemetryResult
 from monitor.telemetry.npu_exporter import parse_npu_exporter
 from monitor.telemetry.npu_smi_table import parse_npu_smi_info
+from tests.conftest import REAL_FIXTURES as REAL
 
 from .conftest import TELEMETRY, npu_smi_text
 
@@ -33,7 +34,7 @@ def render(results) -> str:
 def results():
     a3 = parse_npu_smi_info(npu_smi_text("910_93_info_vllm-ascend-issue3548-16chips-load_npusmi25.3.rc1.txt"), "a3-0")
     npu = parse_npu_exporter((TELEMETRY / "npu_exporter_a3_synthetic.txt").read_text(), "a3-1")
-    gpu = parse_dcgm((TELEMETRY / "dcgm_exporter_l40s_sample.txt").read_text())
+    gpu = parse_dcgm((REAL / "dcgm_exporter_sample.txt").read_text())
     return {
         "kimi-pd": [TelemetryResult("npu-smi", "a3-0", a3, duration_seconds=0.2),
                     TelemetryResult("npu-exporter", "a3-1", npu),

@@ -6,11 +6,12 @@ from monitor.telemetry.dcgm import parse_dcgm
 from monitor.telemetry.model import MIB
 from monitor.telemetry.npu_exporter import parse_npu_exporter
 from monitor.telemetry.promtext import ExpositionError
+from tests.conftest import REAL_FIXTURES as REAL
 
 from .conftest import TELEMETRY
 
-DCGM = (TELEMETRY / "dcgm_exporter_l40s_sample.txt").read_text()
-NPU_DOC = (TELEMETRY / "npu_exporter_mindcluster-docs-910a_sample.txt").read_text()
+DCGM = (REAL / "dcgm_exporter_sample.txt").read_text()
+NPU_DOC = (REAL / "npu_exporter_sample.txt").read_text()
 NPU_A3 = (TELEMETRY / "npu_exporter_a3_synthetic.txt").read_text()
 
 
