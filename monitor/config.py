@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -171,6 +172,20 @@ class Deployment(_Strict):
             raise ValueError("goodput_objective needs a target with role: request-log and the `path` of SGLang's "
                              "--export-metrics-to-file-dir (goodput is computed per request from those files)")
         return self
+
+    def engine_targets(self, roles: Iterable[str]) -> list[Target]:
+        """The targets whose SGLang series feed a number that SGLang records on `roles` (see
+        `conventions.SLI_ROLES`, `COUNTER_ROLES`, `ENGINE_ROLES`).
+
+        Direct server scrapes win; a router's merged `/engine_metrics` stands in only when none of
+        `roles` is scraped directly (both together would count every request twice). An engine-metrics
+        target with role `router` stands for all of the router's workers."""
+        wanted = set(roles)
+        direct = [t for t in self.targets if t.source == "sglang" and t.role in wanted]
+        if direct:
+            return direct
+        return [t for t in self.targets
+                if t.source == "router-engine-metrics" and (t.role in wanted or t.role == "router")]
 
     @property
     def has_request_log(self) -> bool:
