@@ -180,12 +180,16 @@ def burn_alerts(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, An
 
 
 def slo_groups(dep: Deployment, plans: list[Plan], opts: Options) -> list[dict[str, Any]]:
-    groups = [{"name": names.group(dep.name, "latency"), "rules": latency_means(dep, opts)}]
+    """One group per deployment, in dependency order: raw rates -> error ratios -> burn rates -> alerts.
+
+    Prometheus evaluates the rules of a group one after another at the same timestamp, each seeing what
+    the earlier ones just recorded; groups run independently, so an alert reading a burn rate recorded in
+    another group sees it up to one evaluation interval late (and that group's error ratios one more).
+    The mean latencies go with the symptom rules that read them."""
     if not plans:
-        return groups
-    return [
-        {"name": names.group(dep.name, "sli"), "rules": [r for p in plans for r in sli_recordings(dep, p, opts)]},
-        {"name": names.group(dep.name, "slo"), "rules": [r for p in plans for r in meta_recordings(dep, p, opts)]},
-        *groups,
-        {"name": names.group(dep.name, "slo-alerts"), "rules": [r for p in plans for r in burn_alerts(dep, p, opts)]},
-    ]
+        return []
+    return [{"name": names.group(dep.name, "slo"), "rules": [
+        *(r for p in plans for r in sli_recordings(dep, p, opts)),
+        *(r for p in plans for r in meta_recordings(dep, p, opts)),
+        *(r for p in plans for r in burn_alerts(dep, p, opts)),
+    ]}]

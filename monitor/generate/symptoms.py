@@ -11,7 +11,7 @@ from monitor.generate import names
 from monitor.generate.options import Options, format_number
 from monitor.generate.plan import engine_selector, scraped_roles
 from monitor.generate.promql import per_rank_total, selector
-from monitor.generate.rules import alert, extra_labels, record
+from monitor.generate.rules import alert, extra_labels, latency_means, record
 
 KV_FULL_RATIO = 0.95
 REGRESSION_FACTOR = 1.5
@@ -105,8 +105,8 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
             _ann(f"{d}: router marks worker {{{{ $labels.worker }}}} unhealthy",
                  f"smg_worker_health == 0 for a worker of deployment {d}'s router.",
                  "Check the worker's /health endpoint and logs.")))
-    return [{"name": names.group(dep.name, "symptom-recordings"), "rules": rec},
-            {"name": names.group(dep.name, "symptoms"), "rules": rules}]
+    # One group, recordings first: the alerts read them at the same evaluation (see rules.slo_groups).
+    return [{"name": names.group(dep.name, "symptoms"), "rules": [*latency_means(dep, opts), *rec, *rules]}]
 
 
 def global_groups(opts: Options) -> list[dict[str, Any]]:

@@ -96,3 +96,20 @@ def test_time_scale_shrinks_windows_but_keeps_names(scaled_dir):
     assert "[5s]" in rules[names.sli_good("5m")]["expr"] and "[72m]" in rules[names.sli_good("3d")]["expr"]
     assert rules[names.ALERT_TARGET_DOWN]["for"] == "2s"
     assert "--time-scale 60" in (scaled_dir / "alerts/rules/kimi-pd.rules.yml").read_text().splitlines()[2]
+
+
+def test_every_rule_reads_recordings_of_its_own_group_made_before_it(small_files):
+    """Prometheus evaluates a group's rules in order at one timestamp; another group's recordings can be an
+    evaluation interval old. So an alert never sees a burn rate older than the error ratio it comes from."""
+    from monitor.generate.promql_names import metric_names
+
+    groups = [g for rel, text in small_files.items() if rel.startswith("alerts/rules/")
+              for g in yaml.safe_load(text)["groups"]]
+    recorded = {r["record"] for g in groups for r in g["rules"] if "record" in r}
+    for g in groups:
+        seen: set[str] = set()
+        for r in g["rules"]:
+            for name in metric_names(r["expr"]) & recorded:
+                assert name in seen, (g["name"], r.get("record") or r["alert"], name)
+            if "record" in r:
+                seen.add(r["record"])
