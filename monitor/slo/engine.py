@@ -51,12 +51,15 @@ class DeploymentEngine:
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
         self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
         self.resets: dict[str, int] = {}
+        self._observed: set[str] = set()  # targets with at least one scrape fed here
         self._sli_feeders = {sli: _feeders(deployment, SLI_ROLES[sli]) for sli in SLI_FAMILIES}
         self._counter_feeders = {c: _feeders(deployment, COUNTER_ROLES[c]) for c in COUNTERS}
 
     def observe(self, target: Target, expo: Exposition) -> int:
         """Feed one successful scrape of an SGLang server; returns counter resets detected."""
         tid = target.id
+        born = tid in self._observed  # a series new on a target already scraped was created since
+        self._observed.add(tid)
         resets = 0
         by_name: dict[str, list[Sample]] = {}
         for smp in expo.selected:  # one pass; each family below reads only its own samples
@@ -75,7 +78,7 @@ class DeploymentEngine:
                     continue
                 key = (tid, family, series.labels)
                 acc = self.book.hist(key)
-                if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count)):
+                if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
                     resets += 1
                 self._hist_keys[sli].add(key)
         for cname, family in COUNTERS.items():
@@ -88,7 +91,7 @@ class DeploymentEngine:
                 if not (s.value >= 0 and s.value != float("inf")):
                     continue  # NaN, Inf or negative is no count: skip it rather than poison the sum
                 key = (tid, family, s.labels)
-                if self.book.scalar(key).update(s.value):
+                if self.book.scalar(key).update(s.value, born=born):
                     resets += 1
                 self._counter_keys[cname].add(key)
         gauges: dict[str, list[Sample]] = {}
@@ -116,6 +119,7 @@ class DeploymentEngine:
             n += 1
         if book is not None:
             self.book = book
+            self._observed |= {key[0] for key in (*book.hists, *book.scalars)}
             family_sli = {f: sli for sli, f in SLI_FAMILIES.items()}
             family_counter = {f: c for c, f in COUNTERS.items()}
             for key in book.hists:
@@ -170,10 +174,7 @@ class DeploymentEngine:
         if latest is None or start is None or latest.ts <= start.ts:
             return {}
         span = latest.ts - start.ts
-        # A counter that appeared inside the window has no start value: skip it rather than
-        # count its whole history as one window's worth.
-        return {
-            name: max(value - start.counters[name], 0.0) / span
-            for name, value in latest.counters.items()
-            if name in start.counters
-        }
+        # A counter missing from the window's start was born since (adjusted values start at 0 where a
+        # series was first seen), as increase() counts it from its creation.
+        return {name: max(value - start.counters.get(name, 0.0), 0.0) / span
+                for name, value in latest.counters.items()}

@@ -172,3 +172,36 @@ def test_direct_server_scrapes_win_over_a_router_engine_metrics_target():
             eng.observe(target, parse(exposition(tpot=[0.03] * n), W))
         eng.snapshot(t)
     assert eng.state(60).slis["tpot"].windows["5m"].events == 10  # counted once
+
+
+def test_a_counter_born_inside_the_window_has_a_rate_from_its_first_sighting():
+    """SGLang creates num_requests_total at the first request: the rate must not wait ~5 minutes."""
+    eng, (srv,) = make()
+    feed(eng, srv, 0, exposition())  # the server answers, no request yet: no counter
+    feed(eng, srv, 10, exposition(tpot=[0.03] * 5, requests=5))
+    feed(eng, srv, 20, exposition(tpot=[0.03] * 15, requests=15))
+    assert math.isclose(eng.state(20).rates["requests_total"], 15 / 20)
+
+
+def test_a_target_first_scraped_late_adds_only_what_happens_after_it_is_seen():
+    """Its history from before the sidecar looked is not one window's events (Prometheus's rate agrees)."""
+    eng, (a, b) = make(roles=("server", "server"))
+    feed(eng, a, 0, exposition(tpot=[0.03] * 10, requests=10))  # b is down
+    eng.observe(a, parse(exposition(tpot=[0.03] * 20, requests=20), W))
+    eng.observe(b, parse(exposition(tpot=[0.5] * 5000, requests=5000), W))  # b comes up with a long past
+    eng.snapshot(60)
+    eng.observe(a, parse(exposition(tpot=[0.03] * 30, requests=30), W))
+    eng.observe(b, parse(exposition(tpot=[0.5] * 5000 + [0.03] * 10, requests=5010), W))
+    eng.snapshot(120)
+    w = eng.state(120).slis["tpot"].windows["5m"]
+    assert w.events == 30 and w.good_ratio == 1.0  # 20 from a, 10 from b; none of b's 5000 old ones
+    assert math.isclose(eng.state(120).rates["requests_total"], 30 / 120)
+
+
+def test_a_series_new_on_a_scraped_target_counts_from_zero():
+    eng, (srv,) = make()
+    feed(eng, srv, 0, exposition(tpot=[0.03] * 10))
+    both = exposition(tpot=[0.03] * 10) + exposition(tpot=[0.5] * 4).replace('is_streaming="true"', 'is_streaming="false"')
+    feed(eng, srv, 60, both)  # the non-streaming series appears with its first 4 requests
+    w = eng.state(60).slis["tpot"].windows["5m"]
+    assert w.events == 4 and w.good_ratio == 0.0
