@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 
 from monitor.conventions import ENGINE_ROLES
-from monitor.export.status_model import DeploymentStatus, SliStatus, StatusResponse
+from monitor.state import DeploymentStatus, SliStatus, StatusResponse
 
 RED, GREEN, YELLOW, DIM, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[2m", "\x1b[0m"
 
