@@ -24,6 +24,8 @@ from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
 from monitor.state import StatusResponse, deployment_status, sidecar_status
+from monitor.telemetry.export import telemetry_families
+from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +62,8 @@ class Sidecar:
                 log.info("restored %d recorded snapshots of %s", n, dep.name)
         return loaded
 
-    def _readings_by_deployment(self) -> dict[str, list]:
-        out: dict[str, list] = {}
+    def _readings_by_deployment(self) -> dict[str, list[TelemetryResult]]:
+        out: dict[str, list[TelemetryResult]] = {}
         for (dep, _tid), result in self.scraper.telemetry.items():
             out.setdefault(dep, []).append(result)
         return out
@@ -83,7 +85,7 @@ class Sidecar:
             snap = engine.store.latest()
             if snap is None:
                 continue
-            readings = [r for res in telemetry.get(dep.name, []) for r in getattr(res, "readings", [])]
+            readings = [r for res in telemetry.get(dep.name, []) for r in res.readings]
             rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), engine.book))
         self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
         self._last_record = now
@@ -106,8 +108,6 @@ class Sidecar:
     def extra_families(self, status: StatusResponse) -> Iterator[Metric]:
         """Families beside the SLO state: accelerator telemetry and the request-log SLIs."""
         if self.scraper.telemetry:
-            from monitor.telemetry.export import telemetry_families
-
             yield from telemetry_families(self._readings_by_deployment())
         if self.request_logs:
             yield from self.request_logs.families(status)

@@ -19,6 +19,12 @@ ROUTER_PD = REAL_FIXTURES / "sglang_router_0.3.2_pd_metrics.txt"
 ROUTER_500 = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt"
 
 
+def npu_exporter_documented() -> str:
+    """Huawei's documented npu-exporter scrape as an exporter serves it: without the doc's `...` elisions."""
+    text = (REAL_FIXTURES / "npu_exporter_sample.txt").read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if line.strip() != "...")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

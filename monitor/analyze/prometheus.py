@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from monitor import conventions as names
 from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
 from monitor.analyze.model import (
     Dataset,
@@ -36,8 +37,10 @@ from monitor.conventions import (
     ENGINE_ROLES,
     ENGINE_TYPE_LABEL,
     GAUGES,
+    GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
+    LOG_FINISHED_TOTAL,
     M_COUNTER_RESETS,
     M_LOAD,
     M_OBJECTIVE,
@@ -50,8 +53,6 @@ from monitor.conventions import (
     parse_prometheus_duration,
     prom_name_regex,
 )
-from monitor.generate import names
-from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
 from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
 

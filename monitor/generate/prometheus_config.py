@@ -13,9 +13,9 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from monitor import conventions as names
 from monitor.config import Config, Target
 from monitor.escaping import comment, yaml_text
-from monitor.generate import names
 from monitor.generate.options import Options
 from monitor.generate.plan import SCRAPED_SOURCES
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Deployment
 from monitor.conventions import BURN_RATE_ALERTS, format_le, parse_duration
-from monitor.generate import names
 from monitor.generate.options import Options, format_number
 from monitor.generate.plan import GoodputPlan, Plan, engine_selector, scraped_roles
 from monitor.generate.rules import burn_alerts, burn_factor

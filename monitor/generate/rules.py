@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Deployment
 from monitor.conventions import (
     BURN_RATE_ALERTS,
@@ -24,7 +25,6 @@ from monitor.conventions import (
     parse_duration,
 )
 from monitor.escaping import LABEL_NAME_RE, template_literal
-from monitor.generate import names
 from monitor.generate.options import Options, format_number
 from monitor.generate.plan import GoodputPlan, Plan, SLIPlan, engine_exclusions, engine_selector
 from monitor.generate.promql import error_ratio, good_rate, mean_latency, selector, sum_rate

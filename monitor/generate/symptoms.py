@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Deployment
 from monitor.conventions import COUNTER_ROLES, COUNTERS, ENGINE_ROLES, GAUGES, SLI_FAMILIES
 from monitor.escaping import template_literal
-from monitor.generate import names
 from monitor.generate.options import Options, format_number
 from monitor.generate.plan import engine_selector, scraped_roles
 from monitor.generate.promql import per_rank_total, selector

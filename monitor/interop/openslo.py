@@ -18,7 +18,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.config import Config, ConfigError, Deployment, format_validation_error
-from monitor.conventions import GOODPUT_SLI, SLI_FAMILIES, SLI_ROLES, format_le, parse_duration
+from monitor.conventions import (
+    GOODPUT_REQUESTS_TOTAL,
+    GOODPUT_SLI,
+    SLI_FAMILIES,
+    SLI_ROLES,
+    format_le,
+    parse_duration,
+)
 from monitor.escaping import yaml_text
 from monitor.generate.options import format_number
 from monitor.generate.plan import (
@@ -31,7 +38,6 @@ from monitor.generate.plan import (
     resolve_sli,
 )
 from monitor.generate.promql import selector
-from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL
 
 API_VERSION = "openslo/v1"
 ANN = "slo-monitor.io/"

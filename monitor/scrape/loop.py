@@ -24,6 +24,8 @@ from monitor.scrape.http import fetch
 from monitor.scrape.shard import shard_of
 from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
+from monitor.telemetry.collect import DetailCache, collect
+from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +70,8 @@ class Scraper:
         self.clock = clock
         self.engines = engines or {d.name: DeploymentEngine(d) for d in config.deployments}
         self.statuses: dict[tuple[str, str], TargetStatus] = {}
-        self.telemetry: dict[tuple[str, str], Any] = {}  # latest TelemetryResult per target
-        self.npu_details: dict[tuple[str, str], Any] = {}  # DetailCache per npu-smi target with details
+        self.telemetry: dict[tuple[str, str], TelemetryResult] = {}  # latest result per target
+        self.npu_details: dict[tuple[str, str], DetailCache] = {}  # per npu-smi target with details
         self.wanted = engine_wanted()
         self.cycles = 0
         self.last_cycle_seconds = 0.0
@@ -121,11 +123,6 @@ class Scraper:
 
     async def _collect_telemetry(self, session: aiohttp.ClientSession, dep: Deployment, target: Target,
                                  status: TargetStatus, ts: float) -> None:
-        try:
-            from monitor.telemetry.collect import DetailCache, collect
-        except ImportError as err:  # pragma: no cover - telemetry package always ships
-            status.record_failure(ts, f"telemetry unavailable: {err}", 0.0)
-            return
         details = self.npu_details.setdefault((dep.name, target.id), DetailCache()) if target.npu_smi_details else None
         result = await collect(target, timeout=self._timeout(target), session=session, details=details)
         self.telemetry[(dep.name, target.id)] = result

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from monitor.config import Target
+from monitor.parse.exposition import ParseError
 from monitor.telemetry.dcgm import parse_dcgm
 from monitor.telemetry.model import Reading, TelemetryResult, merge
 from monitor.telemetry.npu_exporter import parse_npu_exporter
@@ -207,6 +208,9 @@ async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSess
     except asyncio.TimeoutError:
         return TelemetryResult(source=str(target.source), node=node, up=False, target=target.id,
                                error=f"no answer within {timeout:g}s", duration_seconds=clock() - start)
+    except ParseError as err:
+        return TelemetryResult(source=str(target.source), node=node, up=False, target=target.id,
+                               error=f"not Prometheus text format: {err}", duration_seconds=clock() - start)
     except Exception as err:  # noqa: BLE001 - the contract is "never crash the loop"
         msg = str(err) if isinstance(err, CollectError) else f"{type(err).__name__}: {err}"
         return TelemetryResult(source=str(target.source), node=node, up=False, error=msg, target=target.id,

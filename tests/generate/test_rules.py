@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import yaml
 
+from monitor import conventions as names
 from monitor.conventions import RULE_WINDOWS
-from monitor.generate import names
 from monitor.generate.rules import burn_factor
 
 

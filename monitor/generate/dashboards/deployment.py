@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Config
 from monitor.conventions import (
     GAUGES,
+    GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
+    LOG_FINISHED_TOTAL,
+    M_DISAGREEMENT,
+    M_GOODPUT_RATIO,
+    M_MISSED,
     QUANTILES,
     RULE_WINDOWS,
     SLI_FAMILIES,
 )
-from monitor.generate import names
 from monitor.generate.dashboards.common import (
     ENGINE,
     RATE,
@@ -27,13 +32,6 @@ from monitor.generate.dashboards.common import (
     timeseries,
 )
 from monitor.generate.plan import SLI_LONG, SLI_TITLES
-from monitor.requestlog.export import (
-    GOODPUT_REQUESTS_TOTAL,
-    LOG_FINISHED_TOTAL,
-    M_DISAGREEMENT,
-    M_GOODPUT_RATIO,
-    M_MISSED,
-)
 
 
 def per_dp(metric: str) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Config
 from monitor.conventions import SLI_FAMILIES
-from monitor.generate import names
 from monitor.generate.dashboards.common import RATE, dashboard, query_var, stat, timeseries
 
 SEL = 'deployment=~"$deployment"'
