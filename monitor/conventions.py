@@ -55,6 +55,7 @@ COUNTERS: Final[dict[str, str]] = {
     "cached_tokens_total": "sglang:cached_tokens_total",
     "bootstrap_failed_total": "sglang:num_bootstrap_failed_reqs_total",
     "transfer_failed_total": "sglang:num_transfer_failed_reqs_total",
+    "retracted_total": "sglang:num_retracted_requests_total",  # KV pressure pushed a running request back
 }
 GAUGES: Final[dict[str, str]] = {
     "num_running_reqs": "sglang:num_running_reqs",
@@ -81,7 +82,8 @@ REQUEST_ROLES: Final = ("server", "decode")
 SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {sli: REQUEST_ROLES for sli in SLI_FAMILIES}
 # PD failures are counted on the server that saw them (prefill or decode); the rest per request.
 COUNTER_ROLES: Final[dict[str, tuple[str, ...]]] = {
-    name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total") else REQUEST_ROLES
+    name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total", "retracted_total")
+    else REQUEST_ROLES
     for name in COUNTERS
 }
 # What SGLang itself records on a PD prefill server (the emulator reproduces it): E2E only.
@@ -125,6 +127,18 @@ BURN_RATE_ALERTS: Final = (
     ("ticket", "3d", "6h", 1.0),
 )
 QUANTILES: Final = (0.5, 0.9, 0.99)
+
+
+def burn_thresholds_text() -> str:
+    """`page 14.4 (1h & 5m) and 6 (6h & 30m), ticket 3 (1d & 2h) and 1 (3d & 6h)` for panel descriptions."""
+    parts: dict[str, list[str]] = {}
+    for severity, long_w, short_w, factor in BURN_RATE_ALERTS:
+        parts.setdefault(severity, []).append(f"{factor:g} ({long_w} & {short_w})")
+    return ", ".join(f"{sev} {' and '.join(p)}" for sev, p in parts.items())
+
+
+PAGE_BURN_RATE: Final = max(f for sev, _, _, f in BURN_RATE_ALERTS if sev == "page")  # the fast page pair
+PAGE_BURN_RATE_SLOW: Final = min(f for sev, _, _, f in BURN_RATE_ALERTS if sev == "page")  # the slow one
 
 # --- What the sidecar exports --------------------------------------------------------------
 NS: Final = "slo_monitor"

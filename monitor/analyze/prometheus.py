@@ -41,6 +41,12 @@ from monitor.conventions import (
     GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
     LOG_FINISHED_TOTAL,
+    M_ACCEL_HEALTH,
+    M_ACCEL_MEMORY_TOTAL,
+    M_ACCEL_MEMORY_USED,
+    M_ACCEL_POWER,
+    M_ACCEL_TEMPERATURE,
+    M_ACCEL_UTILIZATION,
     M_COUNTER_RESETS,
     M_LOAD,
     M_OBJECTIVE,
@@ -157,17 +163,17 @@ class _Plan:
             self.queries[f"rate.{counter}"] = (
                 f"sum(rate({_selector(prom_name_regex(COUNTERS[counter]), d, COUNTER_ROLE_MATCHERS[counter])}[{lookback}]))")
         sel = f'{{deployment="{_esc(d)}"}}'
-        self.queries["accel.temperature_max"] = (f"max(accelerator_temperature_celsius{sel}) or "
+        self.queries["accel.temperature_max"] = (f"max({M_ACCEL_TEMPERATURE}{sel}) or "
                                                  f"max(npu_chip_info_temperature{sel}) or max(DCGM_FI_DEV_GPU_TEMP{sel})")
-        self.queries["accel.utilization_mean"] = (f"avg(accelerator_utilization_ratio{sel}) or "
+        self.queries["accel.utilization_mean"] = (f"avg({M_ACCEL_UTILIZATION}{sel}) or "
                                                   f"avg(npu_chip_info_utilization{sel}) / 100 or avg(DCGM_FI_DEV_GPU_UTIL{sel}) / 100")
         self.queries["accel.memory_ratio_max"] = (
-            f"max(accelerator_memory_used_bytes{sel} / accelerator_memory_total_bytes{sel}) or "
+            f"max({M_ACCEL_MEMORY_USED}{sel} / {M_ACCEL_MEMORY_TOTAL}{sel}) or "
             f"max(npu_chip_info_hbm_used_memory{sel} / npu_chip_info_hbm_total_memory{sel}) or "
             f"max(DCGM_FI_DEV_FB_USED{sel} / (DCGM_FI_DEV_FB_USED{sel} + DCGM_FI_DEV_FB_FREE{sel}))")
-        self.queries["accel.power_mean"] = (f"avg(accelerator_power_watts{sel}) or avg(npu_chip_info_power{sel}) or "
+        self.queries["accel.power_mean"] = (f"avg({M_ACCEL_POWER}{sel}) or avg(npu_chip_info_power{sel}) or "
                                             f"avg(DCGM_FI_DEV_POWER_USAGE{sel})")
-        self.queries["accel.unhealthy"] = (f"count(accelerator_health{sel} > 0) or count(accelerator_health{sel}) * 0 or "
+        self.queries["accel.unhealthy"] = (f"count({M_ACCEL_HEALTH}{sel} > 0) or count({M_ACCEL_HEALTH}{sel}) * 0 or "
                                            f"count(npu_chip_info_health_status{sel} != 1) or "
                                            f"count(npu_chip_info_health_status{sel}) * 0")
         self.queries["restarts"] = (f"sum(increase({M_COUNTER_RESETS}{sel}[{lookback}])) or "
