@@ -13,8 +13,8 @@ from typing import Any
 from monitor import conventions as c
 from monitor.config import Deployment
 from monitor.escaping import template_literal
-from monitor.generate.options import Options, format_number
-from monitor.generate.promql import selector
+from monitor.generate.options import Options
+from monitor.promql import format_number, selector
 
 ACCEL_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
 CHIP = "{{ $labels.node }} device {{ $labels.device }} chip {{ $labels.chip }}"

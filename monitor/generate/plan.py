@@ -18,7 +18,8 @@ from monitor.conventions import (
     SLI_FAMILIES,
     format_le,
 )
-from monitor.generate.options import Options, format_number
+from monitor.generate.options import Options
+from monitor.promql import format_number
 
 SLI_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
 SLI_LONG = {

@@ -16,10 +16,10 @@ from monitor.conventions import (
     SLI_FAMILIES,
 )
 from monitor.escaping import template_literal
-from monitor.generate.options import Options, format_number
+from monitor.generate.options import Options
 from monitor.generate.plan import engine_selector, scraped_roles
-from monitor.generate.promql import per_rank_total, selector
 from monitor.generate.rules import alert, extra_labels, latency_means, record
+from monitor.promql import format_number, per_rank_total, selector
 
 PAGE_ROLES = frozenset({*ENGINE_ROLES, "router"})
 

@@ -27,7 +27,6 @@ from monitor.conventions import (
     parse_duration,
 )
 from monitor.escaping import yaml_text
-from monitor.generate.options import format_number
 from monitor.generate.plan import (
     SLI_LONG,
     SLI_TITLES,
@@ -37,7 +36,7 @@ from monitor.generate.plan import (
     goodput_plan,
     resolve_sli,
 )
-from monitor.generate.promql import selector
+from monitor.promql import format_number, selector
 
 API_VERSION = "openslo/v1"
 ANN = "slo-monitor.io/"

@@ -12,7 +12,7 @@ from monitor import conventions as c
 from monitor.conventions import canonical_name
 from monitor.escaping import yaml_text
 from monitor.generate.dashboards.common import panel_queries
-from monitor.generate.promql_names import metric_names
+from monitor.promql import metric_names
 from tests.generate.conftest import FIXTURES, PROMTOOL, need, run_tool
 
 GRAFANA_VARS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
