@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint generate check-generated bench clean
+.PHONY: venv demo test lint generate bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)

@@ -21,7 +21,6 @@ from monitor.generate.plan import SCRAPED_SOURCES
 
 JOB_BY_SOURCE = {"router": "sglang-router", "router-engine-metrics": "sglang-router-engine-metrics",
                  "npu-exporter": "npu-exporter", "dcgm": "dcgm"}
-SGLANG_SOURCES = frozenset({"sglang", "router-engine-metrics"})
 
 # Restore `sglang:` names, then `le="1.0"` on SGLang buckets (regexes are anchored by Prometheus).
 METRIC_RELABEL = [

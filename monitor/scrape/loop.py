@@ -29,7 +29,6 @@ from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)
 
-HTTP_SGLANG_SOURCES = frozenset({"sglang", "router-engine-metrics"})
 TELEMETRY_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
 ROUTER_WANTED = frozenset(
     {f + s for f in ROUTER_FAMILIES for s in ("", "_bucket", "_count", "_sum")}
