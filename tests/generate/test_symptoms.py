@@ -8,8 +8,8 @@ from monitor.generate.options import Options
 from monitor.generate.symptoms import global_groups, symptom_groups
 
 
-def rules(dep: Deployment, opts: Options = Options()) -> dict[str, list[dict]]:
-    (group,) = symptom_groups(dep, opts)
+def rules(dep: Deployment, opts: Options | None = None) -> dict[str, list[dict]]:
+    (group,) = symptom_groups(dep, opts or Options())
     out: dict[str, list[dict]] = {}
     for r in group["rules"]:
         out.setdefault(r.get("alert") or r["record"], []).append(r)
