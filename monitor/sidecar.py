@@ -17,6 +17,7 @@ from monitor.conventions import parse_duration
 from monitor.export.http_server import build_app
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
+from monitor.observations import Observations
 from monitor.record.store import Recording
 from monitor.record.summary import state_row
 from monitor.requestlog import RequestLogReader, state_path_for
@@ -25,7 +26,6 @@ from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
 from monitor.state import StatusResponse, deployment_status, sidecar_status
 from monitor.telemetry.export import telemetry_families
-from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,8 @@ class Sidecar:
         self.config = config
         self.clock = clock
         self.started_at = clock()
-        self.scraper = Scraper(config, clock=clock)
+        self.observations = Observations(config)
+        self.scraper = Scraper(config, self.observations, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_logs = RequestLogReader(config, state_path_for(config.sidecar.recording_path), clock=clock)
         self.registry.register(SidecarCollector(self.status, self.extra_families))
@@ -55,18 +56,12 @@ class Sidecar:
         loaded = {}
         for dep in self.config.deployments:
             saved = self.recording.book(dep.name)
-            n = self.scraper.engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
+            n = self.observations.engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
                                                        saved[1] if saved else None)
             loaded[dep.name] = n
             if n:
                 log.info("restored %d recorded snapshots of %s", n, dep.name)
         return loaded
-
-    def _readings_by_deployment(self) -> dict[str, list[TelemetryResult]]:
-        out: dict[str, list[TelemetryResult]] = {}
-        for (dep, _tid), result in self.scraper.telemetry.items():
-            out.setdefault(dep, []).append(result)
-        return out
 
     def record(self, now: float, *, force: bool = False) -> bool:
         """Write one recording tick when the recording interval has passed."""
@@ -75,13 +70,13 @@ class Sidecar:
         if not force and now - self._last_record < self.config.sidecar.recording_interval_seconds:
             return False
         status = self.status()
-        telemetry = self._readings_by_deployment()
+        telemetry = self.observations.readings_by_deployment()
         logs: dict[str, list] = {}
         for c in self.request_logs.counts() if self.request_logs else ():
             logs.setdefault(c.deployment, []).append(c)
         rows = []
         for dep, ds in zip(self.config.deployments, status.deployments):
-            engine = self.scraper.engines[dep.name]
+            engine = self.observations.engines[dep.name]
             snap = engine.store.latest()
             if snap is None:
                 continue
@@ -95,8 +90,8 @@ class Sidecar:
         now = self.clock()
         deps = []
         for dep in self.config.deployments:
-            engine = self.scraper.engines[dep.name]
-            targets = [self.scraper.statuses[(dep.name, t.id)] for t in dep.targets]
+            engine = self.observations.engines[dep.name]
+            targets = [self.observations.statuses[(dep.name, t.id)] for t in dep.targets]
             st = deployment_status(dep, engine.state(now), targets)
             if self.request_logs and dep.name in self.request_logs.summaries:
                 st.goodput = goodput_status(dep, self.request_logs.summaries[dep.name].values())
@@ -107,8 +102,8 @@ class Sidecar:
 
     def extra_families(self, status: StatusResponse) -> Iterator[Metric]:
         """Families beside the SLO state: accelerator telemetry and the request-log SLIs."""
-        if self.scraper.telemetry:
-            yield from telemetry_families(self._readings_by_deployment())
+        if self.observations.telemetry:
+            yield from telemetry_families(self.observations.readings_by_deployment())
         if self.request_logs:
             yield from self.request_logs.families(status)
 
@@ -118,7 +113,7 @@ class Sidecar:
             return
         self.request_logs.poll(now)
         for tl in self.request_logs.targets:
-            st = self.scraper.statuses[(tl.deployment, tl.target.id)]
+            st = self.observations.statuses[(tl.deployment, tl.target.id)]
             if tl.target.path and Path(tl.target.path).is_dir():
                 st.record_success(now, 0.0, tl.lines, 0, "request-log")
                 st.last_error = tl.last_error  # malformed lines are skipped, not fatal

@@ -77,7 +77,7 @@ async def _sidecar(real_text: str, npu_text: str) -> tuple[Sidecar, web.AppRunne
 def _accelerators(sc: Sidecar):
     def families():
         grouped = defaultdict(list)
-        for (dep, _target), result in sc.scraper.telemetry.items():
+        for (dep, _target), result in sc.observations.telemetry.items():
             grouped[dep].append(result)
         return telemetry_families(grouped)
 

@@ -9,6 +9,7 @@ import aiohttp
 from aiohttp import web
 
 from monitor.config import parse_config
+from monitor.observations import Observations
 from monitor.scrape.loop import Scraper
 from tests.conftest import REAL_TEXT, ROUTER_500, ROUTER_METRICS, free_port, serve_routes
 
@@ -48,7 +49,7 @@ def test_cycle_records_status_per_target_and_slow_ones_do_not_delay_fast_ones():
                 ],
             }],
         })
-        scraper = Scraper(cfg)
+        scraper = Scraper(cfg, Observations(cfg))
         try:
             async with aiohttp.ClientSession() as s:
                 t0 = time.perf_counter()
@@ -59,14 +60,14 @@ def test_cycle_records_status_per_target_and_slow_ones_do_not_delay_fast_ones():
         return scraper, took
 
     scraper, took = asyncio.run(go())
-    st = {k[1].split("@")[1].rsplit("/", 1)[-1]: v for k, v in scraper.statuses.items() if not v.placeholder}
+    st = {k[1].split("@")[1].rsplit("/", 1)[-1]: v for k, v in scraper.sink.statuses.items() if not v.placeholder}
     assert st["good"].up and st["good"].samples == 545
     assert not st["slow"].up and "timed out" in st["slow"].last_error
     assert not st["garbage"].up and "malformed exposition" in st["garbage"].last_error
     assert not st["metrics"].up and "connection failed" in st["metrics"].last_error
     assert st["router"].up and st["router"].detail["workers"] >= 1
     assert not st["engine"].up and "smg-project/smg#805" in st["engine"].last_error
-    placeholder = [v for v in scraper.statuses.values() if v.placeholder]
+    placeholder = [v for v in scraper.sink.statuses.values() if v.placeholder]
     assert placeholder and placeholder[0].scrapes == 0 and "placeholder" in placeholder[0].last_error
     assert took < 3  # bounded by the 1 s timeout, not the 5 s slow target
 
@@ -89,7 +90,7 @@ def test_staggered_run_scrapes_each_deployment_once_per_interval_at_its_own_phas
             "deployments": [{"name": n, "tpot_target_seconds": 0.04,
                              "targets": [{"role": "server", "url": f"{u}/{n}"}]} for n in names],
         })
-        scraper = Scraper(cfg)
+        scraper = Scraper(cfg, Observations(cfg))
         stop = asyncio.Event()
         cycles = []
         task = asyncio.create_task(scraper.run(stop, on_cycle=cycles.append))
@@ -107,4 +108,4 @@ def test_staggered_run_scrapes_each_deployment_once_per_interval_at_its_own_phas
         assert 2 <= len(hits[n]) <= 4, (n, hits[n])
         gaps = [b - a for a, b in zip(hits[n], hits[n][1:])]
         assert all(0.8 < g < 1.5 for g in gaps), gaps
-        assert len(scraper.engines[n].store) >= 2
+        assert len(scraper.sink.engines[n].store) >= 2

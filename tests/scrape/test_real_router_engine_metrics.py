@@ -17,6 +17,7 @@ from monitor.config import parse_config
 from monitor.conventions import SLI_FAMILIES
 from monitor.emulate import Emulator
 from monitor.emulate.router import launch_router
+from monitor.observations import Observations
 from monitor.scrape.loop import Scraper
 from tests.emulate.conftest import make_config
 
@@ -45,12 +46,12 @@ async def scrape_via_router(name: str, tmp_path: Path):
             code, body = await asyncio.to_thread(get, url)
             cfg = parse_config({"deployments": [{"name": name, "tpot_target_seconds": 0.1, "targets": [
                 {"role": "decode" if name == "pd" else "server", "source": "router-engine-metrics", "url": url}]}]})
-            scraper = Scraper(cfg)
+            scraper = Scraper(cfg, Observations(cfg))
             async with aiohttp.ClientSession() as session:
                 await scraper.cycle(session)
         finally:
             await asyncio.to_thread(router.stop)
-    return code, body, next(iter(scraper.statuses.values())), scraper
+    return code, body, next(iter(scraper.sink.statuses.values())), scraper
 
 
 def test_mixed_workers_merge_into_sglang_underscore_names_that_the_sidecar_reads(tmp_path):
@@ -61,7 +62,7 @@ def test_mixed_workers_merge_into_sglang_underscore_names_that_the_sidecar_reads
     assert "\nsglang:" not in body  # every sample line was renamed
     assert status.up and status.samples > 0 and not status.last_error
     # The renamed TPOT histogram fed the SLO engine (its history before this first scrape is not counted).
-    engine = scraper.engines["mixed"]
+    engine = scraper.sink.engines["mixed"]
     tpot_raw = [acc.last_raw for key, acc in engine.book.hists.items() if key[1] == SLI_FAMILIES["tpot"]]
     assert tpot_raw and sum(h.count for h in tpot_raw if h) > 0 and "tpot" in engine.store.latest().hists
 
