@@ -108,16 +108,26 @@ class Scraper:
         try:
             if target.source == "router":
                 expo = parse(res.text or "", ROUTER_WANTED, content_type=res.content_type)
-                status.detail = router_summary(expo.selected)
             else:
                 expo = parse(res.text or "", self.wanted, content_type=res.content_type, count_families=False)
+            # Nothing to compute from: a failure, not `up` with zero samples.
+            error = "empty exposition (HTTP 200 with no samples)" if expo.samples == 0 else None
+            if error is None and target.source == "router":
+                status.detail = router_summary(expo.selected)
+            elif error is None:
                 status.resets += engine.observe(target, expo)
         except (ParseError, HistogramError) as err:
             # Rejected whole, like Prometheus does: the windows keep their last good state.
-            status.record_failure(ts, f"malformed exposition: {err}", res.duration_seconds)
+            error = f"malformed exposition: {err}"
+        if error is not None:
+            status.record_failure(ts, error, res.duration_seconds)
             engine.target_down(target)
             return
-        status.record_success(ts, res.duration_seconds, expo.samples, res.bytes, expo.format)
+        warnings = engine.warnings.get(target.id, [])
+        if status.warnings != warnings:
+            log.log(logging.WARNING if warnings else logging.INFO, "%s %s: %s", dep.name, target.id,
+                    "; ".join(warnings) or "exposition consistent again")
+        status.record_success(ts, res.duration_seconds, expo.samples, res.bytes, expo.format, warnings)
 
     async def _collect_telemetry(self, session: aiohttp.ClientSession, dep: Deployment, target: Target,
                                  status: TargetStatus, ts: float) -> None:

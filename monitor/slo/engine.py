@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 
 from monitor.config import Deployment, Target
 from monitor.conventions import COUNTERS, GAUGES, SIDECAR_WINDOWS, SLI_FAMILIES
-from monitor.parse.exposition import Exposition, Sample
-from monitor.parse.families import group_histograms
+from monitor.parse.exposition import Exposition, Sample, spell_value
+from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
 from monitor.slo.load import aggregate
@@ -35,33 +35,44 @@ class DeploymentEngine:
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
         self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
         self.resets: dict[str, int] = {}
+        self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
 
     def observe(self, target: Target, expo: Exposition) -> int:
-        """Feed one successful scrape of an SGLang server; returns counter resets detected."""
+        """Feed one successful scrape of an SGLang server; returns counter resets detected.
+
+        Every histogram is assembled (and a bad one raises HistogramError) before any accumulator
+        changes, so a rejected scrape leaves the windows exactly as they were. What is wrong but
+        usable (a _count off the +Inf bucket, no _sum, a NaN counter) is kept in `warnings[target]`.
+        """
         tid = target.id
         resets = 0
+        warnings: list[str] = []
         by_name: dict[str, list[Sample]] = {}
         for smp in expo.selected:  # one pass; each family below reads only its own samples
             by_name.setdefault(smp.name, []).append(smp)
         empty: list[Sample] = []
+        hists: list[tuple[str, HistogramSeries]] = []
         if target.role in SLI_ROLES:
             for sli, family in SLI_FAMILIES.items():
                 own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
                        *by_name.get(family + "_count", empty)]
-                if not own:
-                    continue
-                for series in group_histograms(own, family):
-                    key = (tid, family, series.labels)
-                    acc = self.book.hist(key)
-                    if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count)):
-                        resets += 1
-                    self._hist_keys[sli].add(key)
+                if own:
+                    hists.extend((sli, series) for series in group_histograms(own, family))
+        for sli, series in hists:
+            warnings.extend(histogram_warnings(series))
+            key = (tid, series.family, series.labels)
+            acc = self.book.hist(key)
+            if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count)):
+                resets += 1
+            self._hist_keys[sli].add(key)
         for cname, family in COUNTERS.items():
             if target.role not in SLI_ROLES and cname not in ALL_ROLE_COUNTERS:
                 continue
             for s in by_name.get(family, empty):
                 if not (s.value >= 0 and s.value != float("inf")):
-                    continue  # NaN, Inf or negative is no count: skip it rather than poison the sum
+                    # NaN, Inf or negative is no count: skip it rather than poison the sum, and say so.
+                    warnings.append(f"{family}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")
+                    continue
                 key = (tid, family, s.labels)
                 if self.book.scalar(key).update(s.value):
                     resets += 1
@@ -72,6 +83,7 @@ class DeploymentEngine:
             if found:
                 gauges[metric] = found
         self._gauges[tid] = (target.role, gauges)
+        self.warnings[tid] = warnings
         # A scrape with a reset also reports its new counts; count at most one reset per scrape.
         if resets:
             self.resets[tid] = self.resets.get(tid, 0) + 1
