@@ -99,7 +99,7 @@ class Scraper:
                 return  # tailed by the request-log reader, not scraped
             res = await fetch(session, target.url or "", timeout=self._timeout(target),
                               max_bytes=self.config.sidecar.max_response_bytes,
-                              bearer_token=target.bearer_token)
+                              bearer_token=target.bearer_token, follow_redirects=target.follow_redirects)
         engine = self.engines[dep.name]
         if not res.ok:
             status.record_failure(ts, explain_http_error(target, res.error or "failed"), res.duration_seconds)

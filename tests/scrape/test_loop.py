@@ -186,3 +186,41 @@ def test_a_usable_but_inconsistent_histogram_is_scraped_and_flagged():
     # The next clean scrape clears the flags.
     scraper = _scrape_sequence([no_sum, exposition(tpot=[0.03] * 30)])
     assert next(iter(scraper.statuses.values())).warnings == []
+
+
+def test_a_target_redirecting_elsewhere_is_down_without_the_other_answer_and_follow_redirects_is_per_target():
+    async def other(request):
+        return web.Response(status=404, text="SECRET of a host nobody configured")
+
+    async def go():
+        other_runner, other_base = await serve_routes({"/secret": other})
+
+        async def away(request):
+            return web.Response(status=302, headers={"Location": f"{other_base}/secret"})
+
+        async def moved(request):
+            return web.Response(status=301, headers={"Location": "/real"})
+
+        async def real(request):
+            return web.Response(text=REAL_TEXT.read_text())
+
+        runner, u = await serve_routes({"/away": away, "/moved": moved, "/real": real})
+        cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
+            {"role": "server", "url": f"{u}/away", "follow_redirects": True},
+            {"role": "decode", "url": f"{u}/moved"},
+            {"role": "decode", "url": f"{u}/moved", "name": "moved-followed", "follow_redirects": True},
+        ]}]})
+        scraper = Scraper(cfg)
+        try:
+            async with aiohttp.ClientSession() as s:
+                await scraper.cycle(s)
+        finally:
+            await runner.cleanup()
+            await other_runner.cleanup()
+        return {k[1].rsplit("/", 1)[-1]: v for k, v in scraper.statuses.items()}
+
+    st = asyncio.run(go())
+    assert not st["away"].up and "redirect to another host or port" in st["away"].last_error
+    assert "SECRET" not in st["away"].last_error
+    assert not st["moved"].up and "not followed" in st["moved"].last_error
+    assert st["moved-followed"].up and st["moved-followed"].samples == 545
