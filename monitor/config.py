@@ -205,6 +205,9 @@ class SidecarSettings(_Strict):
     recording_interval_seconds: float = Field(default=15.0, gt=0)
     recording_retention: str = "1d"
     api_bearer_token: str | None = Field(default=None, repr=False)
+    # A connection to the sidecar's port must deliver a whole request within this many seconds of
+    # opening (or of its previous response), else it is closed: half-sent requests hold nothing.
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
     otlp_endpoint: str | None = None
     otlp_interval_seconds: float = Field(default=15.0, gt=0)
 

@@ -14,7 +14,7 @@ from prometheus_client.core import Metric
 
 from monitor.config import Config
 from monitor.conventions import parse_duration
-from monitor.export.http_server import build_app
+from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import start_otlp_for_sidecar
 from monitor.export.prometheus import SidecarCollector
 from monitor.export.status_model import StatusResponse, deployment_status, goodput_status, sidecar_status
@@ -129,14 +129,11 @@ class Sidecar:
         self.record(now)
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
-        app = build_app(self.registry, self.status, api_token=self.config.sidecar.api_bearer_token)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, host or self.config.sidecar.listen_host,
-                           self.config.sidecar.listen_port if port is None else port)
-        await site.start()
-        sock = site._server.sockets[0]  # type: ignore[union-attr]
-        self.port = sock.getsockname()[1]
+        side = self.config.sidecar
+        app = build_app(self.registry, self.status, api_token=side.api_bearer_token,
+                        header_timeout=side.http_header_timeout_seconds)
+        self.runner, self.port = await start_server(app, host or side.listen_host,
+                                                    side.listen_port if port is None else port)
         return self.port
 
     async def run(self, *, once: bool = False) -> None:
