@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,17 +19,19 @@ from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import start_otlp_for_sidecar
 from monitor.export.prometheus import SidecarCollector
 from monitor.export.status_model import StatusResponse, deployment_status, goodput_status, sidecar_status
-from monitor.record.store import Recording
+from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
 from monitor.record.summary import state_row
 from monitor.requestlog import RequestLogReader, state_path_for
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
+from monitor.slo.engine import DeploymentEngine
 
 log = logging.getLogger(__name__)
 
 
 class Sidecar:
-    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time,
+                 recording_reset: bool = False) -> None:
         self.config = config
         self.clock = clock
         self.started_at = clock()
@@ -41,22 +44,46 @@ class Sidecar:
         self._stop = asyncio.Event()
         self.recording: Recording | None = None
         self._last_record = 0.0
+        self._record_error: str | None = None
+        self.restored: dict[str, int] = {}
         if config.sidecar.recording_path:
-            self.recording = Recording(config.sidecar.recording_path)
+            self._open_recording(config.sidecar.recording_path, reset=recording_reset)
+
+    def _open_recording(self, path: str, *, reset: bool) -> None:
+        """Open the recording and restore from it; a damaged one is refused, or with `reset` moved
+        aside (kept for a post-mortem) and replaced by a fresh one."""
+        try:
+            self.recording = Recording(path)
             self.restored = self._restore()
+        except CorruptRecording as err:
+            if self.recording is not None:
+                self.recording.close()
+                self.recording = None
+            if not reset:
+                raise RecordingError(f"{err}; start with `slo-monitor run --recording-reset` to move it aside "
+                                     "and begin a fresh recording, or set sidecar.recording_path to another file"
+                                     ) from None
+            aside = move_aside(path, self.clock())
+            log.warning("%s; moved it to %s and started a fresh recording", err, aside.name)
+            self.recording = Recording(path)
 
     def _restore(self) -> dict[str, int]:
-        """Reload windows and accumulators an earlier run recorded (SLO windows survive restarts)."""
+        """Reload windows and accumulators an earlier run recorded (SLO windows survive restarts).
+
+        Everything is read into fresh engines first: a damaged row found half-way leaves the
+        scraper's engines untouched."""
         assert self.recording is not None
         horizon = self.clock() - parse_duration(self.config.sidecar.recording_retention)
+        engines = {dep.name: DeploymentEngine(dep) for dep in self.config.deployments}
         loaded = {}
         for dep in self.config.deployments:
             saved = self.recording.book(dep.name)
-            n = self.scraper.engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
-                                                       saved[1] if saved else None)
-            loaded[dep.name] = n
+            loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
+                                                         saved[1] if saved else None)
+        self.scraper.engines.update(engines)
+        for name, n in loaded.items():
             if n:
-                log.info("restored %d recorded snapshots of %s", n, dep.name)
+                log.info("restored %d recorded snapshots of %s", n, name)
         return loaded
 
     def _readings_by_deployment(self) -> dict[str, list]:
@@ -84,7 +111,18 @@ class Sidecar:
                 continue
             readings = [r for res in telemetry.get(dep.name, []) for r in getattr(res, "readings", [])]
             rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), engine.book))
-        self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
+        try:
+            self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
+        except sqlite3.Error as err:
+            # Disk full, I/O error: scraping and serving go on; said once, and again when it recovers.
+            if str(err) != self._record_error:
+                log.error("recording %s: cannot write (%s); the SLO state is still served, but not kept",
+                          self.recording.path, err)
+            self._record_error = str(err)
+            return False
+        if self._record_error is not None:
+            log.info("recording %s: writing again", self.recording.path)
+            self._record_error = None
         self._last_record = now
         return True
 
@@ -160,14 +198,15 @@ class Sidecar:
             self.recording = None
 
 
-async def serve(config: Config, *, host: str | None = None, port: int | None = None) -> None:
+async def serve(config: Config, *, host: str | None = None, port: int | None = None,
+                recording_reset: bool = False) -> None:
     """Run until SIGINT/SIGTERM."""
-    sidecar = Sidecar(config)
+    sidecar = Sidecar(config, recording_reset=recording_reset)
     bound = await sidecar.start_http(host, port)
     otlp = start_otlp_for_sidecar(sidecar)  # None unless sidecar.otlp_endpoint is set
+    on_stop_signals(sidecar.stop)  # before saying it serves: a SIGTERM from then on stops it cleanly
     log.info("serving /metrics, /healthz and /api/v1/status on http://%s:%d",
              host or config.sidecar.listen_host, bound)
-    on_stop_signals(sidecar.stop)
     try:
         await sidecar.run()
     finally:
