@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -17,6 +18,15 @@ ROUTER_ENGINE = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics.txt"
 ROUTER_METRICS = REAL_FIXTURES / "sglang_router_0.3.2_metrics.txt"
 ROUTER_PD = REAL_FIXTURES / "sglang_router_0.3.2_pd_metrics.txt"
 ROUTER_500 = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt"
+
+
+def strict_json(text: str):
+    """json.loads refusing NaN/Infinity, which Python writes and other JSON readers reject."""
+
+    def refuse(name: str):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def free_port() -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 from monitor.commands.status import render_table
@@ -14,15 +13,9 @@ from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
 from monitor.slo.histogram import Hist
 from monitor.slo.windows import Snapshot
+from tests.conftest import strict_json
 
 NAN = math.nan
-
-
-def _strict_json(text: str):
-    def refuse(name: str):
-        raise ValueError(f"not JSON: {name}")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 def _status_with_nan() -> StatusResponse:
@@ -45,7 +38,7 @@ def test_nan_is_null_in_the_status_model_and_its_json_never_zero():
     w = st.deployments[0].slis[0].windows[0]
     assert w.events is None and w.good_ratio is None and w.burn_rate is None and w.mean_seconds is None
     assert w.p50_seconds is None and w.p99_seconds is None
-    body = _strict_json(st.model_dump_json())
+    body = strict_json(st.model_dump_json())
     win = body["deployments"][0]["slis"][0]["windows"][0]
     assert win["burn_rate"] is None and win["events"] is None
     assert StatusResponse.model_validate(body) == st  # what `slo-monitor status` reads back
