@@ -18,6 +18,7 @@ import aiohttp
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions import ROUTER_FAMILIES
+from monitor.export.status_model import redact
 from monitor.parse.exposition import ParseError, parse
 from monitor.parse.families import HistogramError, engine_wanted
 from monitor.scrape.http import fetch
@@ -125,7 +126,7 @@ class Scraper:
             return
         warnings = engine.warnings.get(target.id, [])
         if status.warnings != warnings:
-            log.log(logging.WARNING if warnings else logging.INFO, "%s %s: %s", dep.name, target.id,
+            log.log(logging.WARNING if warnings else logging.INFO, "%s %s: %s", dep.name, redact(target.id),
                     "; ".join(warnings) or "exposition consistent again")
         status.record_success(ts, res.duration_seconds, expo.samples, res.bytes, expo.format, warnings)
 

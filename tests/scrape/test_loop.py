@@ -224,3 +224,28 @@ def test_a_target_redirecting_elsewhere_is_down_without_the_other_answer_and_fol
     assert "SECRET" not in st["away"].last_error
     assert not st["moved"].up and "not followed" in st["moved"].last_error
     assert st["moved-followed"].up and st["moved-followed"].samples == 545
+
+
+def test_the_flagged_target_is_logged_once_without_its_credentials(caplog):
+    text = exposition(tpot=[0.03] * 20).replace(f"{TPOT}_count{TPOT_SERIES} 20.0", f"{TPOT}_count{TPOT_SERIES} 25.0")
+
+    async def handler(request):
+        return web.Response(text=text)
+
+    async def go():
+        runner, u = await serve_routes({"/metrics": handler})
+        url = u.replace("http://", "http://user:s3cret@") + "/metrics"
+        cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                             "targets": [{"role": "server", "url": url}]}]})
+        scraper = Scraper(cfg)
+        try:
+            async with aiohttp.ClientSession() as s:
+                for _ in range(3):
+                    await scraper.cycle(s)
+        finally:
+            await runner.cleanup()
+
+    with caplog.at_level("INFO", logger="monitor.scrape.loop"):
+        asyncio.run(go())
+    flagged = [r.getMessage() for r in caplog.records if "disagrees" in r.getMessage()]
+    assert len(flagged) == 1 and "s3cret" not in flagged[0] and "***@" in flagged[0]
