@@ -7,7 +7,7 @@ from typing import Any
 
 from monitor.conventions import COUNTERS, GAUGES, SLI_FAMILIES
 from monitor.parse.exposition import Exposition, parse
-from monitor.parse.families import engine_wanted, group_histograms, scalar_series
+from monitor.parse.families import engine_wanted, group_histograms, histogram_warnings, scalar_series
 from monitor.slo.histogram import Hist, mean, merge, quantile
 
 INSPECT_COUNTERS = ("requests_total", "prompt_tokens_total", "generation_tokens_total", "aborted_requests_total")
@@ -15,6 +15,7 @@ INSPECT_GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "gen_thro
 
 
 def _num(x: float | None) -> float | str | None:
+    """JSON has no NaN/Infinity: they are spelled as the exposition spells them."""
     if x is None:
         return None
     if math.isnan(x):
@@ -38,6 +39,7 @@ def histogram_summary(expo: Exposition, family: str) -> dict[str, Any] | None:
         "p90": _num(quantile(0.9, h)),
         "p99": _num(quantile(0.99, h)),
         "buckets": buckets,
+        "warnings": [w for s in series for w in histogram_warnings(s)],
     }
 
 

@@ -7,13 +7,18 @@ one `Observations`; its status, exporters and recording read from it.
 
 from __future__ import annotations
 
+import logging
+
 from monitor.config import Config
 from monitor.parse.exposition import Sample
 from monitor.parse.families import HistogramError
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
+from monitor.state import redact
 from monitor.telemetry.model import TelemetryResult
+
+log = logging.getLogger(__name__)
 
 
 def router_summary(samples: list[Sample]) -> dict[str, float]:
@@ -62,7 +67,13 @@ class Observations:
             status.record_failure(result.ts, error or "no exposition", result.duration_seconds)
             engine.target_down(target)
             return
-        status.record_success(result.ts, result.duration_seconds, expo.samples, result.bytes, expo.format)
+        # What the scrape got wrong but could still be used (a _count off the +Inf bucket, no _sum):
+        # said once when it changes, and kept on the target's status.
+        warnings = engine.warnings.get(target.id, [])
+        if status.warnings != warnings:
+            log.log(logging.WARNING if warnings else logging.INFO, "%s %s: %s", result.deployment,
+                    redact(target.id), "; ".join(warnings) or "exposition consistent again")
+        status.record_success(result.ts, result.duration_seconds, expo.samples, result.bytes, expo.format, warnings)
 
     def _apply_telemetry(self, result: ScrapeResult, status: TargetStatus, telemetry: TelemetryResult) -> None:
         self.telemetry[(result.deployment, result.target.id)] = telemetry

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -23,6 +24,15 @@ def npu_exporter_documented() -> str:
     """Huawei's documented npu-exporter scrape as an exporter serves it: without the doc's `...` elisions."""
     text = (REAL_FIXTURES / "npu_exporter_sample.txt").read_text(encoding="utf-8")
     return "".join(line for line in text.splitlines(keepends=True) if line.strip() != "...")
+
+
+def strict_json(text: str):
+    """json.loads refusing NaN/Infinity, which Python writes and other JSON readers reject."""
+
+    def refuse(name: str):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def free_port() -> int:

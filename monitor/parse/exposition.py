@@ -61,6 +61,15 @@ def parse_value(token: str) -> float:
     return float(token)  # float() already accepts nan/inf/+Inf case-insensitively
 
 
+def spell_value(value: float) -> str:
+    """A value as the exposition formats spell it (NaN, +Inf, -Inf, 12): for messages."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:g}"
+
+
 def _parse_labels_slow(text: str, lineno: int, line: str) -> list[tuple[str, str]]:
     """Character parser for label sets with escapes (\\\\, \\", \\n) or odd spacing."""
     out: list[tuple[str, str]] = []

@@ -19,9 +19,9 @@ import aiohttp
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions import ROUTER_FAMILIES
+from monitor.fetch import fetch
 from monitor.parse.exposition import ParseError, parse
 from monitor.parse.families import engine_wanted
-from monitor.scrape.http import fetch
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.shard import shard_of
 from monitor.telemetry.collect import DetailCache, collect
@@ -90,7 +90,7 @@ class Scraper:
                 return ScrapeResult(dep.name, target, ts, telemetry.duration_seconds, telemetry=telemetry)
             res = await fetch(session, target.url or "", timeout=self._timeout(target),
                               max_bytes=self.config.sidecar.max_response_bytes,
-                              bearer_token=target.bearer_token)
+                              bearer_token=target.bearer_token, follow_redirects=target.follow_redirects)
         if not res.ok:
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error=explain_http_error(target, res.error or "failed"))
@@ -99,8 +99,12 @@ class Scraper:
             expo = parse(res.text or "", wanted, content_type=res.content_type,
                          count_families=target.source == "router")
         except ParseError as err:
+            # Rejected whole, like Prometheus does: the windows keep their last good state.
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error=f"malformed exposition: {err}")
+        if expo.samples == 0:  # nothing to compute from: a failure, not `up` with zero samples
+            return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
+                                error="empty exposition (HTTP 200 with no samples)")
         return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes, exposition=expo)
 
     async def _scrape_into_sink(self, session: aiohttp.ClientSession, dep: Deployment, target: Target) -> None:

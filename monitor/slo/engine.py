@@ -21,8 +21,8 @@ from monitor.conventions import (
     SLI_FAMILIES,
     SLI_ROLES,
 )
-from monitor.parse.exposition import Exposition, Sample
-from monitor.parse.families import group_histograms
+from monitor.parse.exposition import Exposition, Sample, spell_value
+from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
 from monitor.slo.load import aggregate
@@ -54,33 +54,41 @@ class DeploymentEngine:
         self._observed: set[str] = set()  # targets with at least one scrape fed here
         self._sli_feeders = {sli: _feeders(deployment, SLI_ROLES[sli]) for sli in SLI_FAMILIES}
         self._counter_feeders = {c: _feeders(deployment, COUNTER_ROLES[c]) for c in COUNTERS}
+        self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
 
     def observe(self, target: Target, expo: Exposition) -> int:
-        """Feed one successful scrape of an SGLang server; returns counter resets detected."""
+        """Feed one successful scrape of an SGLang server; returns counter resets detected.
+
+        Every histogram is assembled (and a bad one raises HistogramError) before any accumulator
+        changes, so a rejected scrape leaves the windows exactly as they were. What is wrong but
+        usable (a _count off the +Inf bucket, no _sum, a NaN counter) is kept in `warnings[target]`.
+        """
         tid = target.id
         born = tid in self._observed  # a series new on a target already scraped was created since
-        self._observed.add(tid)
         resets = 0
+        warnings: list[str] = []
         by_name: dict[str, list[Sample]] = {}
         for smp in expo.selected:  # one pass; each family below reads only its own samples
             by_name.setdefault(smp.name, []).append(smp)
         empty: list[Sample] = []
+        hists: list[tuple[str, HistogramSeries]] = []
         for sli, family in SLI_FAMILIES.items():
             skip_prefill = self._sli_feeders[sli].get(tid)
             if skip_prefill is None:
                 continue  # this target does not feed the SLI
             own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
                    *by_name.get(family + "_count", empty)]
-            if not own:
-                continue
-            for series in group_histograms(own, family):
-                if skip_prefill and _prefill_series(series.labels):
-                    continue
-                key = (tid, family, series.labels)
-                acc = self.book.hist(key)
-                if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
-                    resets += 1
-                self._hist_keys[sli].add(key)
+            if own:
+                hists.extend((sli, series) for series in group_histograms(own, family)
+                             if not (skip_prefill and _prefill_series(series.labels)))
+        self._observed.add(tid)  # from here on nothing refuses the scrape
+        for sli, series in hists:
+            warnings.extend(histogram_warnings(series))
+            key = (tid, series.family, series.labels)
+            acc = self.book.hist(key)
+            if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
+                resets += 1
+            self._hist_keys[sli].add(key)
         for cname, family in COUNTERS.items():
             skip_prefill = self._counter_feeders[cname].get(tid)
             if skip_prefill is None:
@@ -89,7 +97,9 @@ class DeploymentEngine:
                 if skip_prefill and _prefill_series(s.labels):
                     continue
                 if not (s.value >= 0 and s.value != float("inf")):
-                    continue  # NaN, Inf or negative is no count: skip it rather than poison the sum
+                    # NaN, Inf or negative is no count: skip it rather than poison the sum, and say so.
+                    warnings.append(f"{family}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")
+                    continue
                 key = (tid, family, s.labels)
                 if self.book.scalar(key).update(s.value, born=born):
                     resets += 1
@@ -100,6 +110,7 @@ class DeploymentEngine:
             if found:
                 gauges[metric] = found
         self._gauges[tid] = (target.role, gauges)
+        self.warnings[tid] = warnings
         # A scrape with a reset also reports its new counts; count at most one reset per scrape.
         if resets:
             self.resets[tid] = self.resets.get(tid, 0) + 1

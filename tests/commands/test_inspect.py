@@ -20,6 +20,7 @@ from tests.conftest import (
     ROUTER_ENGINE,
     ROUTER_METRICS,
     ROUTER_PD,
+    strict_json,
 )
 
 # Hand-computed from sglang_0.5.23_server_metrics.txt (both is_streaming series added):
@@ -97,3 +98,25 @@ def test_every_shared_fixture_is_summarised_or_refused_with_the_line(path):
     out = inspect_text(text)
     assert out["samples"] > 0 and out["families"] > 0
     assert out["samples"] == sum(len(f.samples) for f in text_string_to_metric_families(text))
+
+
+def test_cli_prints_strict_json_for_nan_and_inf_values():
+    tpot = "sglang:request_time_per_output_token_seconds"
+    text = (f'{tpot}_bucket{{le="0.04"}} 1\n{tpot}_bucket{{le="+Inf"}} 2\n{tpot}_count 3\n{tpot}_sum NaN\n'
+            "sglang:num_running_reqs NaN\nsglang:token_usage +Inf\nsglang:gen_throughput -Inf\n")
+    cmd = [sys.executable, "-m", "monitor", "inspect", "-", "--json"]
+    res = subprocess.run(cmd, input=text, check=True, capture_output=True, text=True)
+    out = strict_json(res.stdout)
+    assert out["latency"]["tpot"]["mean"] is None and out["latency"]["tpot"]["sum"] == "NaN"
+    assert out["gauges"] == {"num_running_reqs": "NaN", "token_usage": "+Inf", "gen_throughput": "-Inf",
+                             "num_queue_reqs": None}
+    assert any("_count 3 disagrees with the +Inf bucket 2" in w for w in out["latency"]["tpot"]["warnings"])
+
+
+def test_cli_refuses_an_infinite_count_with_one_clear_line():
+    tpot = "sglang:request_time_per_output_token_seconds"
+    text = f'{tpot}_bucket{{le="0.04"}} 1\n{tpot}_bucket{{le="+Inf"}} +Inf\n{tpot}_count +Inf\n{tpot}_sum 1\n'
+    res = subprocess.run([sys.executable, "-m", "monitor", "inspect", "-", "--json"], input=text,
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and res.stdout == ""
+    assert f"{tpot}{{}}: bucket count +Inf is not a finite" in res.stderr

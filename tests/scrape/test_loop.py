@@ -6,12 +6,14 @@ import asyncio
 import time
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from monitor.config import parse_config
 from monitor.observations import Observations
 from monitor.scrape.loop import Scraper
 from tests.conftest import REAL_TEXT, ROUTER_500, ROUTER_METRICS, free_port, serve_routes
+from tests.slo.helpers import exposition
 
 
 def test_cycle_records_status_per_target_and_slow_ones_do_not_delay_fast_ones():
@@ -109,3 +111,142 @@ def test_staggered_run_scrapes_each_deployment_once_per_interval_at_its_own_phas
         gaps = [b - a for a, b in zip(hits[n], hits[n][1:])]
         assert all(0.8 < g < 1.5 for g in gaps), gaps
         assert len(scraper.sink.engines[n].store) >= 2
+
+
+TPOT = "sglang:request_time_per_output_token_seconds"
+TPOT_SERIES = '{engine_type="unified",is_streaming="true",model_name="m"}'
+
+
+def _scrape_sequence(texts: list[str]):
+    """One target serving `texts` in turn, one cycle each (15 s apart); returns the scraper."""
+    state = {"n": 0}
+
+    async def handler(request):
+        return web.Response(text=texts[min(state["n"], len(texts) - 1)])
+
+    async def go():
+        runner, u = await serve_routes({"/metrics": handler})
+        cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                             "targets": [{"role": "server", "url": f"{u}/metrics"}]}]})
+        clock = {"t": 1000.0}
+        scraper = Scraper(cfg, Observations(cfg), clock=lambda: clock["t"])
+        try:
+            async with aiohttp.ClientSession() as s:
+                for n in range(len(texts)):
+                    state["n"] = n
+                    clock["t"] = 1000.0 + 15 * n
+                    await scraper.cycle(s)
+        finally:
+            await runner.cleanup()
+        return scraper
+
+    return asyncio.run(go())
+
+
+def _bad(kind: str) -> str:
+    good = exposition(tpot=[0.03] * 20)
+    if kind == "nan-edge":
+        return good.replace(f'{TPOT}_bucket{{{TPOT_SERIES[1:-1]},le="0.04"}}',
+                            f'{TPOT}_bucket{{{TPOT_SERIES[1:-1]},le="NaN"}}')
+    if kind == "inf-bucket":
+        return good.replace(f'{TPOT}_bucket{{{TPOT_SERIES[1:-1]},le="+Inf"}} 20.0',
+                            f'{TPOT}_bucket{{{TPOT_SERIES[1:-1]},le="+Inf"}} +Inf')
+    if kind == "inf-count":
+        return good.replace(f"{TPOT}_count{TPOT_SERIES} 20.0", f"{TPOT}_count{TPOT_SERIES} +Inf")
+    assert kind == "empty"
+    return ""
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("nan-edge", 'le="NaN" is not a bucket edge'),
+    ("inf-bucket", "bucket count +Inf is not a finite"),
+    ("inf-count", "_count +Inf is not a finite"),
+    ("empty", "empty exposition"),
+])
+def test_a_rejected_scrape_fails_the_target_with_the_reason_and_keeps_the_windows(kind, reason):
+    bad = _bad(kind)
+    assert bad != exposition(tpot=[0.03] * 20)
+    scraper = _scrape_sequence([exposition(tpot=[0.03] * 10), exposition(tpot=[0.03] * 20), bad, bad, bad])
+    (status,) = scraper.sink.statuses.values()
+    assert not status.up and reason in status.last_error, status.last_error
+    assert status.errors == 3 and status.resets == 0
+    w = scraper.sink.engines["d"].state(1060.0).slis["tpot"].windows["5m"]
+    assert w.events == 10 and w.good_ratio == 1.0 and w.burn_rate == 0.0  # the last good state, no phantoms
+
+
+def test_a_usable_but_inconsistent_histogram_is_scraped_and_flagged():
+    text = exposition(tpot=[0.03] * 20).replace(f"{TPOT}_count{TPOT_SERIES} 20.0", f"{TPOT}_count{TPOT_SERIES} 25.0")
+    no_sum = "\n".join(line for line in text.splitlines() if not line.startswith(f"{TPOT}_sum")) + "\n"
+    scraper = _scrape_sequence([exposition(tpot=[0.03] * 10), no_sum])
+    (status,) = scraper.sink.statuses.values()
+    assert status.up and status.last_error is None
+    assert any("_count 25 disagrees with the +Inf bucket 20" in w for w in status.warnings)
+    assert any("no _sum: no mean reported" in w for w in status.warnings)
+    w = scraper.sink.engines["d"].state(1015.0).slis["tpot"].windows["5m"]
+    assert w.events == 10 and w.mean is None
+    # The next clean scrape clears the flags.
+    scraper = _scrape_sequence([no_sum, exposition(tpot=[0.03] * 30)])
+    assert next(iter(scraper.sink.statuses.values())).warnings == []
+
+
+def test_a_target_redirecting_elsewhere_is_down_without_the_other_answer_and_follow_redirects_is_per_target():
+    async def other(request):
+        return web.Response(status=404, text="SECRET of a host nobody configured")
+
+    async def go():
+        other_runner, other_base = await serve_routes({"/secret": other})
+
+        async def away(request):
+            return web.Response(status=302, headers={"Location": f"{other_base}/secret"})
+
+        async def moved(request):
+            return web.Response(status=301, headers={"Location": "/real"})
+
+        async def real(request):
+            return web.Response(text=REAL_TEXT.read_text())
+
+        runner, u = await serve_routes({"/away": away, "/moved": moved, "/real": real})
+        cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
+            {"role": "server", "url": f"{u}/away", "follow_redirects": True},
+            {"role": "decode", "url": f"{u}/moved"},
+            {"role": "decode", "url": f"{u}/moved", "name": "moved-followed", "follow_redirects": True},
+        ]}]})
+        scraper = Scraper(cfg, Observations(cfg))
+        try:
+            async with aiohttp.ClientSession() as s:
+                await scraper.cycle(s)
+        finally:
+            await runner.cleanup()
+            await other_runner.cleanup()
+        return {k[1].rsplit("/", 1)[-1]: v for k, v in scraper.sink.statuses.items()}
+
+    st = asyncio.run(go())
+    assert not st["away"].up and "redirect to another host or port" in st["away"].last_error
+    assert "SECRET" not in st["away"].last_error
+    assert not st["moved"].up and "not followed" in st["moved"].last_error
+    assert st["moved-followed"].up and st["moved-followed"].samples == 545
+
+
+def test_the_flagged_target_is_logged_once_without_its_credentials(caplog):
+    text = exposition(tpot=[0.03] * 20).replace(f"{TPOT}_count{TPOT_SERIES} 20.0", f"{TPOT}_count{TPOT_SERIES} 25.0")
+
+    async def handler(request):
+        return web.Response(text=text)
+
+    async def go():
+        runner, u = await serve_routes({"/metrics": handler})
+        url = u.replace("http://", "http://user:s3cret@") + "/metrics"
+        cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                             "targets": [{"role": "server", "url": url}]}]})
+        scraper = Scraper(cfg, Observations(cfg))
+        try:
+            async with aiohttp.ClientSession() as s:
+                for _ in range(3):
+                    await scraper.cycle(s)
+        finally:
+            await runner.cleanup()
+
+    with caplog.at_level("INFO", logger="monitor.observations"):
+        asyncio.run(go())
+    flagged = [r.getMessage() for r in caplog.records if "disagrees" in r.getMessage()]
+    assert len(flagged) == 1 and "s3cret" not in flagged[0] and "***@" in flagged[0]

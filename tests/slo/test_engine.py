@@ -205,3 +205,50 @@ def test_a_series_new_on_a_scraped_target_counts_from_zero():
     feed(eng, srv, 60, both)  # the non-streaming series appears with its first 4 requests
     w = eng.state(60).slis["tpot"].windows["5m"]
     assert w.events == 4 and w.good_ratio == 0.0
+
+
+def test_a_rejected_family_leaves_every_family_of_the_scrape_unapplied():
+    """The scrape is rejected whole: a good TTFT histogram read before a bad TPOT one must not count."""
+    from monitor.parse.families import HistogramError
+
+    eng, (srv,) = make(ttft=1.0)
+    feed(eng, srv, 0, exposition(tpot=[0.03] * 10, ttft=[0.5] * 10))
+    count = 'sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="true",model_name="m"}'
+    bad = exposition(tpot=[0.03] * 10, ttft=[0.5] * 50).replace(f"{count} 10.0", f"{count} NaN")
+    assert "NaN" in bad
+    with pytest.raises(HistogramError):
+        eng.observe(srv, parse(bad, W))
+    eng.snapshot(60)
+    assert eng.state(60).slis["ttft"].windows["5m"].events == 0
+
+
+def _drop_sum(text: str, family: str = "sglang:request_time_per_output_token_seconds") -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith(family + "_sum")) + "\n"
+
+
+def test_missing_sum_flags_the_target_and_reports_no_mean_even_merged_with_a_good_server():
+    eng, (d1, d2) = make(roles=("server", "server"))
+    for t, n in ((0, 1), (60, 2)):
+        eng.observe(d1, parse(exposition(tpot=[0.03] * 10 * n), W))
+        eng.observe(d2, parse(_drop_sum(exposition(tpot=[0.03] * 10 * n)), W))
+        eng.snapshot(t)
+    w = eng.state(60).slis["tpot"].windows["5m"]
+    assert w.events == 20 and w.mean is None  # not 0.015 s (the good server's sum over both counts)
+    assert eng.warnings[d1.id] == []
+    (warning,) = eng.warnings[d2.id]
+    assert "sglang:request_time_per_output_token_seconds" in warning and "no _sum" in warning
+
+
+def test_count_disagreeing_with_the_inf_bucket_flags_the_target():
+    eng, (srv,) = make()
+    text = exposition(tpot=[0.03] * 10).replace(
+        'sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="true",model_name="m"} 10.0',
+        'sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="true",model_name="m"} 12.0')
+    eng.observe(srv, parse(text, W))
+    assert any("_count 12 disagrees with the +Inf bucket 10" in w for w in eng.warnings[srv.id])
+
+
+def test_a_non_finite_counter_is_skipped_and_flagged():
+    eng, (srv,) = make()
+    eng.observe(srv, parse(exposition(requests=float("nan")), W))
+    assert any("sglang:num_requests_total" in w and "NaN" in w for w in eng.warnings[srv.id])
