@@ -81,6 +81,12 @@ GAUGE_HISTOGRAMS: Final = frozenset({
 })
 
 # --- Router ------------------------------------------------------------------------------------
+# The gateways the project is tested against (monitor/emulate/router.py launches and finds them):
+# the Shepherd Model Gateway people deploy today, and the sglang-router it replaced.
+GATEWAY_SMG: Final = "smg-1.13"
+GATEWAY_SGLANG_ROUTER: Final = "sglang-router-0.3.2"
+GATEWAYS: Final = (GATEWAY_SMG, GATEWAY_SGLANG_ROUTER)
+DEFAULT_GATEWAY: Final = GATEWAY_SMG
 ROUTER_FAMILIES: Final = (
     "smg_router_requests_total",
     "smg_router_request_duration_seconds",

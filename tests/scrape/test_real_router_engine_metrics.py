@@ -4,26 +4,18 @@ HTTP 500 it answers when workers' label sets differ becomes a status that says w
 from __future__ import annotations
 
 import asyncio
-import shutil
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from monitor.config import parse_config
-from monitor.conventions import SLI_FAMILIES
+from monitor.conventions import GATEWAY_SGLANG_ROUTER, SLI_FAMILIES
 from monitor.emulate import Emulator
 from monitor.emulate.router import launch_router
 from monitor.scrape.loop import Scraper
 from tests.emulate.conftest import make_config
-
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")),
-    reason="sglang-router (smg) not installed",
-)
 
 
 def get(url: str) -> tuple[int, str]:
@@ -39,7 +31,8 @@ async def scrape_via_router(name: str, tmp_path: Path):
     """Start the emulator and a real router in front of deployment `name`; scrape /engine_metrics once."""
     async with Emulator(make_config(), 0, speed=0) as emu:
         await emu.advance(120)  # some finished requests, so the request histograms have counts
-        router = await asyncio.to_thread(launch_router, emu.layout.deployment(name), log_path=tmp_path / "router.log")
+        router = await asyncio.to_thread(launch_router, emu.layout.deployment(name), log_path=tmp_path / "router.log",
+                                       gateway=GATEWAY_SGLANG_ROUTER)
         try:
             url = router.url + "/engine_metrics"
             code, body = await asyncio.to_thread(get, url)
