@@ -17,9 +17,9 @@ from typing import Any
 import aiohttp
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions import ROUTER_FAMILIES
-from monitor.parse.exposition import ParseError, parse
+from monitor.parse.exposition import Exposition, ParseError, parse
 from monitor.parse.families import HistogramError, engine_wanted
+from monitor.parse.gateway import ROUTER_WANTED, router_summary, split_workers, worker_address
 from monitor.scrape.http import fetch
 from monitor.scrape.shard import shard_of
 from monitor.scrape.status import TargetStatus
@@ -29,9 +29,6 @@ log = logging.getLogger(__name__)
 
 HTTP_SGLANG_SOURCES = frozenset({"sglang", "router-engine-metrics"})
 TELEMETRY_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
-ROUTER_WANTED = frozenset(
-    {f + s for f in ROUTER_FAMILIES for s in ("", "_bucket", "_count", "_sum")}
-)
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:
@@ -39,15 +36,6 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
     if seconds > 0:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
-
-
-def router_summary(samples: list) -> dict[str, float]:
-    health = [s.value for s in samples if s.name == "smg_worker_health"]
-    return {
-        "workers": float(sum(1 for v in health if v >= 0)),
-        "workers_healthy": float(sum(1 for v in health if v == 1)),
-        "requests_total": float(sum(s.value for s in samples if s.name == "smg_router_requests_total")),
-    }
 
 
 def explain_http_error(target: Target, error: str) -> str:
@@ -80,6 +68,13 @@ class Scraper:
                     dep.name, t.id, t.role, t.source or "", t.url, placeholder=t.has_placeholder,
                     last_error="placeholder in target address: fill it in the config" if t.has_placeholder else None,
                 )
+        # router-engine-metrics: the per-worker targets each one fed last time, and the workers each
+        # deployment scrapes directly (those are read from their own target only, never twice).
+        self._worker_targets: dict[tuple[str, str], list[Target]] = {}
+        self._direct: dict[str, set[str]] = {
+            d.name: {worker_address(t.url) for t in d.targets if t.source == "sglang" and t.url}
+            for d in config.deployments
+        }
         self._sem = asyncio.Semaphore(config.sidecar.max_concurrent_scrapes)
 
     def _timeout(self, target: Target) -> float:
@@ -103,21 +98,58 @@ class Scraper:
         engine = self.engines[dep.name]
         if not res.ok:
             status.record_failure(ts, explain_http_error(target, res.error or "failed"), res.duration_seconds)
-            engine.target_down(target)
+            self._target_down(dep, target)
             return
+        note = None
         try:
             if target.source == "router":
                 expo = parse(res.text or "", ROUTER_WANTED, content_type=res.content_type)
                 status.detail = router_summary(expo.selected)
+            elif target.source == "router-engine-metrics":
+                expo = parse(res.text or "", self.wanted, content_type=res.content_type, count_families=False)
+                note = self._observe_workers(dep, target, expo, status)
             else:
                 expo = parse(res.text or "", self.wanted, content_type=res.content_type, count_families=False)
                 status.resets += engine.observe(target, expo)
         except (ParseError, HistogramError) as err:
             # Rejected whole, like Prometheus does: the windows keep their last good state.
             status.record_failure(ts, f"malformed exposition: {err}", res.duration_seconds)
-            engine.target_down(target)
+            self._target_down(dep, target)
             return
         status.record_success(ts, res.duration_seconds, expo.samples, res.bytes, expo.format)
+        status.last_error = note
+
+    def _observe_workers(self, dep: Deployment, target: Target, expo: Exposition, status: TargetStatus) -> str | None:
+        """Feed a gateway's /engine_metrics to the engine one worker at a time, each with the role its
+        engine_type label names (the target's role only for series without one). A worker the deployment
+        also scrapes directly is left out: its requests would count twice. Returns a note saying so."""
+        engine = self.engines[dep.name]
+        fed: list[Target] = []
+        direct: list[str] = []
+        for addr, (role, samples) in sorted(split_workers(expo.selected).items()):
+            if addr and addr in self._direct[dep.name]:
+                direct.append(addr)
+                continue
+            part = target.model_copy(update={"role": role or target.role, "name": f"{target.id} worker {addr}"})
+            status.resets += engine.observe(part, expo._replace(selected=samples))
+            fed.append(part)
+        key = (dep.name, target.id)
+        now = {t.id for t in fed}
+        for gone in self._worker_targets.get(key, []):  # a worker no longer in the merge: its gauges are stale
+            if gone.id not in now:
+                engine.target_down(gone)
+        self._worker_targets[key] = fed
+        status.detail = {"workers": float(len(fed) + len(direct)), "workers_scraped_directly": float(len(direct))}
+        if not direct:
+            return None
+        return (f"note: {len(direct)} of {len(fed) + len(direct)} workers are also scraped directly "
+                f"({', '.join(direct)}): read from their own targets only, so no request counts twice")
+
+    def _target_down(self, dep: Deployment, target: Target) -> None:
+        engine = self.engines[dep.name]
+        engine.target_down(target)
+        for part in self._worker_targets.pop((dep.name, target.id), []):
+            engine.target_down(part)
 
     async def _collect_telemetry(self, session: aiohttp.ClientSession, dep: Deployment, target: Target,
                                  status: TargetStatus, ts: float) -> None:
