@@ -50,7 +50,7 @@ def inspect_text(text: str, content_type: str = "") -> dict[str, Any]:
     summary (workers, healthy, circuit open, requests)."""
     expo = parse(text, engine_wanted() | ROUTER_WANTED, content_type=content_type)
     workers = split_workers(s for s in expo.selected if s.name.startswith("sglang:"))
-    merged = any(workers) and set(workers) != {""}
+    merged = any(workers)  # some series carry a worker_addr: a gateway's merge of its workers
     counted = ([s for role, own in workers.values() if (role or "server") in SLI_ROLES for s in own]
                if merged else expo.selected)
     counters: dict[str, Any] = {}
