@@ -100,18 +100,74 @@ KV_TRANSFER_LATENCY: Final = "sglang:kv_transfer_latency_ms"
 DROPPED_LABELS: Final = frozenset({"pid"})
 
 # --- Router ------------------------------------------------------------------------------------
+# The gateways the project is tested against (monitor/emulate/router.py launches and finds them):
+# the Shepherd Model Gateway people deploy today, and the sglang-router it replaced.
+GATEWAY_SMG: Final = "smg-1.13"
+GATEWAY_SGLANG_ROUTER: Final = "sglang-router-0.3.2"
+GATEWAYS: Final = (GATEWAY_SMG, GATEWAY_SGLANG_ROUTER)
+DEFAULT_GATEWAY: Final = GATEWAY_SMG
+# Families of smg 1.13 that sglang-router 0.3.2 does not have, each seen in the real binary's exposition or
+# its metric descriptions (docs/gateways.md says what each measures, with the capture that shows it).
+SMG_PD_FAMILIES: Final = (
+    "smg_pd_ttft_seconds",  # prefill dispatch to the decode response *head* on the HTTP router: not TTFT
+    "smg_pd_prefill_duration_seconds",
+    "smg_pd_decode_ttft_seconds",
+    "smg_pd_kv_transfer_duration_seconds",
+    "smg_pd_bootstrap_failures_total",
+    "smg_pd_kv_transfer_failures_total",
+    "smg_pd_rendezvous_failures_total",
+    "smg_pd_admission_window",
+    "smg_pd_admission_waits_total",
+    "smg_pd_admission_sheds_total",
+    "smg_pd_prefill_admission_inflight",
+    "smg_pd_prefill_admission_queued",
+    "smg_pd_prefill_admission_wait_seconds",
+    "smg_pd_prefill_admission_rejections_total",
+)
+SMG_ENGINE_FAMILIES: Final = (  # the gateway's copies of the workers' load (labels worker, model, dp_rank)
+    "smg_engine_running_requests",
+    "smg_engine_waiting_requests",
+    "smg_engine_token_usage",
+    "smg_engine_gen_throughput",
+    "smg_engine_cache_hit_rate",
+)
+SMG_WORKER_FAMILIES: Final = (
+    "smg_worker_requests_total",  # per worker URL, counted at each send (retries and both PD legs included)
+    "smg_worker_overload_shed_total",
+    "smg_worker_overload_fallback_total",
+    "smg_workers_overloaded",
+    "smg_worker_stalled",
+)
+SMG_ADMISSION_FAMILIES: Final = (
+    "smg_admission_inflight",
+    "smg_admission_queue_depth",
+    "smg_admission_queue_rejected_total",
+)
+SMG_WORKER_HEALTH: Final = "smg_worker_health"  # per worker: 1 healthy, 0 unhealthy, -1 removed (0.3.2)
+SMG_WORKER_CB_STATE: Final = "smg_worker_cb_state"  # per worker: 0 closed, 1 open, 2 half-open, -1 removed
+SMG_ROUTER_REQUESTS: Final = "smg_router_requests_total"
 ROUTER_FAMILIES: Final = (
-    "smg_router_requests_total",
+    SMG_ROUTER_REQUESTS,
     "smg_router_request_duration_seconds",
     "smg_router_request_errors_total",
     "smg_router_upstream_responses_total",
     "smg_http_responses_total",
-    "smg_worker_health",
+    SMG_WORKER_HEALTH,
     "smg_worker_pool_size",
     "smg_worker_errors_total",
     "smg_worker_retries_total",
-    "smg_worker_cb_state",
+    SMG_WORKER_CB_STATE,
+    *SMG_PD_FAMILIES,
+    *SMG_ENGINE_FAMILIES,
+    *SMG_WORKER_FAMILIES,
+    *SMG_ADMISSION_FAMILIES,
 )
+# The gateway's /engine_metrics merges every worker's /metrics and labels each series with its worker.
+WORKER_ADDR_LABEL: Final = "worker_addr"
+# SGLang labels every series with the server's engine type (DisaggregationMode.to_engine_type); the
+# sidecar's target role for each.
+ENGINE_TYPE_LABEL: Final = "engine_type"
+ENGINE_TYPE_ROLES: Final[dict[str, str]] = {"unified": "server", "prefill": "prefill", "decode": "decode"}
 
 # --- SLO windows and the SRE-workbook multi-window multi-burn-rate policy -------------------
 # Windows the sidecar computes itself; longer ones are Prometheus's job (generated rules).

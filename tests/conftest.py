@@ -18,6 +18,11 @@ ROUTER_ENGINE = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics.txt"
 ROUTER_METRICS = REAL_FIXTURES / "sglang_router_0.3.2_metrics.txt"
 ROUTER_PD = REAL_FIXTURES / "sglang_router_0.3.2_pd_metrics.txt"
 ROUTER_500 = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt"
+# The real gateways, captured by tools/gateway_capture (tests/fixtures/gateway/README.md).
+GATEWAY_FIXTURES = ROOT / "tests" / "fixtures" / "gateway"
+GATEWAY_MEASUREMENTS = GATEWAY_FIXTURES / "measurements.json"
+GATEWAY_500 = GATEWAY_FIXTURES / "sglang_router_0.3.2_pd_engine_metrics_http_500.txt"
+GATEWAY_EXPOSITIONS = sorted(GATEWAY_FIXTURES.glob("*metrics.txt"))  # every capture but the 500 body
 
 
 def npu_exporter_documented() -> str:

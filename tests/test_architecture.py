@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "telemetry": {"config", "conventions", "fetch", "parse"},
     "recipes": {"config", "conventions"},
     "scrape": {"config", "conventions", "fetch", "parse", "telemetry"},
-    "observations": {"config", "parse", "scrape", "slo", "state", "telemetry"},
+    "observations": {"config", "conventions", "parse", "scrape", "slo", "state", "telemetry"},
     "state": {"monitor", "config", "scrape", "slo"},
     "requestlog": {"config", "conventions", "state"},
     "record": {"requestlog", "slo", "state", "telemetry"},

@@ -55,7 +55,8 @@ def test_router_scrapes_are_summarised_not_fed_to_the_engine():
     obs = Observations(CFG)
     obs.apply(ok(ROUTER, 0, text, wanted={"smg_worker_health", "smg_router_requests_total"}))
     st = obs.statuses[("d", ROUTER.id)]
-    assert st.up and st.detail == {"workers": 2.0, "workers_healthy": 1.0, "requests_total": 7.0}
+    assert st.up and st.detail == {"workers": 2.0, "workers_healthy": 1.0, "workers_circuit_open": 0.0,
+                                   "requests_total": 7.0}
     assert not obs.engines["d"].book.hists
 
 
@@ -71,3 +72,41 @@ def test_telemetry_results_are_kept_and_a_partial_answer_is_flagged():
 def test_placeholder_targets_start_with_the_reason():
     st = Observations(CFG).statuses[("d", PLACEHOLDER.id)]
     assert st.placeholder and "placeholder" in st.last_error
+
+
+def _merged(*workers: tuple[str, str, int]) -> str:
+    """A gateway's /engine_metrics: each worker's exposition with its worker_addr."""
+    out = []
+    for addr, engine, n in workers:
+        text = exposition(tpot=[0.03 if engine != "prefill" else 0.5] * n, engine=engine, requests=n)
+        out += [ln.replace("{", f'{{worker_addr="{addr}",', 1) for ln in text.splitlines() if not ln.startswith("#")]
+    return "\n".join(out) + "\n"
+
+
+def test_a_gateway_merge_feeds_each_worker_with_its_role_so_a_pd_request_counts_once():
+    cfg = parse_config({"deployments": [{"name": "d", "mode": "pd-disaggregated", "tpot_target_seconds": 0.04,
+                                         "targets": [{"role": "router", "source": "router-engine-metrics",
+                                                      "url": "http://r:1/engine_metrics"}]}]})
+    (gw,) = cfg.deployments[0].targets
+    obs = Observations(cfg)
+    for t, n in ((0, 0), (60, 10)):
+        obs.apply(ok(gw, t, _merged(("http://p:1", "prefill", n), ("http://d:1", "decode", n))))
+        obs.snapshot("d", t)
+    state = obs.engines["d"].state(60)
+    assert state.slis["tpot"].windows["5m"].events == 10 and state.slis["tpot"].windows["5m"].good_ratio == 1.0
+    assert state.rates["requests_total"] == 10 / 60
+    assert obs.statuses[("d", gw.id)].detail == {"workers": 2.0, "workers_scraped_directly": 0.0}
+
+
+def test_a_worker_scraped_directly_is_not_read_again_from_the_gateway_merge():
+    cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
+        {"role": "server", "url": "http://s:1/metrics"},
+        {"role": "router", "source": "router-engine-metrics", "url": "http://r:1/engine_metrics"}]}]})
+    direct, gw = cfg.deployments[0].targets
+    obs = Observations(cfg)
+    for t, n in ((0, 0), (60, 10)):
+        obs.apply(ok(direct, t, exposition(tpot=[0.03] * n, requests=n)))
+        obs.apply(ok(gw, t, _merged(("http://s:1", "unified", n), ("http://other:1", "unified", 5 * n))))
+        obs.snapshot("d", t)
+    assert obs.engines["d"].state(60).slis["tpot"].windows["5m"].events == 10 + 50
+    assert "also scraped directly" in obs.statuses[("d", gw.id)].last_error

@@ -1,9 +1,10 @@
 """`slo-monitor demo` (what `make demo` runs): the main job on the embedded default.
 
-Emulated SGLang deployments for the seed recipe's rows, the real sglang-router in front of one PD
-pair (when the `smg` binary is installed), the sidecar scraping all of it, a live status table,
-and a printed line saying how to inject an incident and watch the burn rate climb. Runs until
-Ctrl-C (or `--duration`), then stops every process it started.
+Emulated SGLang deployments for the seed recipe's rows, the real gateway (smg 1.13 by default,
+`--gateway sglang-router-0.3.2` for the older one) in front of one PD pair, the sidecar scraping all of
+it, a live status table, and a printed line saying how to inject an incident and watch the burn rate
+climb. A gateway that is not installed or does not start is said on the screen, and the demo goes on
+without it. Runs until Ctrl-C (or `--duration`), then stops every process it started.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from monitor.commands.status import render_table
 from monitor.config import Config, load_config
+from monitor.conventions import DEFAULT_GATEWAY, GATEWAYS
 from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
     p.add_argument("--incident", action="append", default=[], metavar="SPEC",
                    help="inject at start, e.g. 'DEPLOYMENT:tpot_regression:3@+60s+5m'")
-    p.add_argument("--no-router", action="store_true", help="do not start the real sglang-router")
+    p.add_argument("--gateway", choices=GATEWAYS, default=DEFAULT_GATEWAY,
+                   help=f"which real gateway to put in front of a PD pair (default {DEFAULT_GATEWAY})")
+    p.add_argument("--no-router", action="store_true", help="do not start a real gateway")
     p.add_argument("--recording", help="SQLite recording path (default: a temp file)")
     p.add_argument("--duration", type=float, default=0.0, help="stop after N seconds (0: until Ctrl-C)")
     p.add_argument("--no-table", action="store_true", help="log instead of redrawing the status table")
@@ -84,16 +88,20 @@ async def run_demo(args: argparse.Namespace) -> int:
         await emulator.start()
         cfg = emulator.localized_config()
         with_router: set[str] = set()
+        router_line = None
         pd = next((d for d in cfg.deployments if d.mode == "pd-disaggregated"), None)
-        if pd is not None and not args.no_router and shutil.which("smg"):
+        if pd is not None and not args.no_router:
             from monitor.emulate.router import launch_router
 
             try:
                 routers.append(await asyncio.to_thread(
-                    launch_router, emulator.layout.deployment(pd.name), log_path=tmp / "router.log"))
+                    launch_router, emulator.layout.deployment(pd.name), log_path=tmp / "router.log",
+                    gateway=args.gateway))
                 with_router.add(pd.name)
-            except Exception as err:  # the demo goes on without the router, and says so
-                print(f"(sglang-router did not start: {err}; see {tmp / 'router.log'})", file=sys.stderr)
+                router_line = f"real gateway {routers[0].label} in front of {pd.name}: {routers[0].metrics_url}"
+            except Exception as err:  # the demo goes on without the router, and says so on the screen
+                router_line = f"NO GATEWAY: {args.gateway} did not start, {pd.name} runs without one: {err}"
+                log.warning("%s", router_line)
         cfg = _drop_router_targets(cfg, with_router)
         cfg = _with_sidecar(cfg, args.listen, args.interval, args.recording or str(tmp / "recording.sqlite"))
         sidecar = Sidecar(cfg)
@@ -105,8 +113,8 @@ async def run_demo(args: argparse.Namespace) -> int:
             f"emulated {len(cfg.deployments)} deployments from the recipe; control endpoint {emulator.control_url}",
             f"sidecar: {url}/metrics  {url}/api/v1/status  (live table below; Ctrl-C stops everything)",
         ]
-        if with_router:
-            banner.append(f"real sglang-router in front of {next(iter(with_router))}: {routers[0].metrics_url}")
+        if router_line:  # part of the banner, so the table's redraw does not wipe a failure off the screen
+            banner.append(router_line)
         banner.append(
             "inject an incident and watch the burn rate climb:\n"
             f"  curl -s -X POST {emulator.control_url}/control/incident -H 'content-type: application/json' "

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 import aiohttp
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions import ROUTER_FAMILIES
 from monitor.fetch import fetch
 from monitor.parse.exposition import ParseError, parse
 from monitor.parse.families import engine_wanted
+from monitor.parse.gateway import ROUTER_WANTED
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.shard import shard_of
 from monitor.telemetry.collect import DetailCache, collect
@@ -29,9 +29,6 @@ from monitor.telemetry.collect import DetailCache, collect
 log = logging.getLogger(__name__)
 
 TELEMETRY_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
-ROUTER_WANTED = frozenset(
-    {f + s for f in ROUTER_FAMILIES for s in ("", "_bucket", "_count", "_sum")}
-)
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:

@@ -12,7 +12,7 @@ from aiohttp import web
 from monitor.config import parse_config
 from monitor.observations import Observations
 from monitor.scrape.loop import Scraper
-from tests.conftest import REAL_TEXT, ROUTER_500, ROUTER_METRICS, free_port, serve_routes
+from tests.conftest import GATEWAY_FIXTURES, REAL_TEXT, ROUTER_500, ROUTER_METRICS, free_port, serve_routes
 from tests.slo.helpers import exposition
 
 
@@ -250,3 +250,113 @@ def test_the_flagged_target_is_logged_once_without_its_credentials(caplog):
         asyncio.run(go())
     flagged = [r.getMessage() for r in caplog.records if "disagrees" in r.getMessage()]
     assert len(flagged) == 1 and "s3cret" not in flagged[0] and "***@" in flagged[0]
+
+
+GATEWAY_LISTENERS = {  # fixture -> (workers, healthy, circuit open) the capture ended with
+    "smg_1.13.0_regular_metrics.txt": (2, 1, 0),
+    "smg_1.13.0_pd_metrics.txt": (2, 2, 2),
+    "sglang_router_0.3.2_regular_metrics.txt": (2, 1, 0),
+    "sglang_router_0.3.2_pd_metrics.txt": (2, 2, 2),
+}
+
+
+SMG_PD_ENGINE = GATEWAY_FIXTURES / "smg_1.13.0_pd_engine_metrics.txt"
+
+
+def run_cycles(routes: dict, targets, cycles: int = 1):
+    """Serve `routes`, scrape one deployment with `targets(base_url)` `cycles` times; return the scraper."""
+    async def go():
+        runner, u = await serve_routes(routes)
+        cfg = parse_config({"sidecar": {"scrape_interval_seconds": 2, "scrape_timeout_seconds": 2},
+                            "deployments": [{"name": "d", "tpot_target_seconds": 0.04, "ttft_target_seconds": 2,
+                                             "targets": targets(u)}]})
+        scraper = Scraper(cfg, Observations(cfg))
+        try:
+            async with aiohttp.ClientSession() as s:
+                for _ in range(cycles):
+                    await scraper.cycle(s)
+        finally:
+            await runner.cleanup()
+        return scraper
+
+    return asyncio.run(go())
+
+
+def scraped_totals(engine) -> tuple[float, float]:
+    """(requests, TTFT observations) as scraped: the raw values behind the engine's accumulators (its
+    windows count from a series' first sight, so one cycle adds nothing to them)."""
+    requests = sum(a.last_raw or 0.0 for k, a in engine.book.scalars.items() if k[1] == "sglang:num_requests_total")
+    ttft = sum(a.last_raw.total for k, a in engine.book.hists.items()
+               if k[1] == "sglang:time_to_first_token_seconds" and a.last_raw)
+    return requests, ttft
+
+
+def fixture_handler(text: str):
+    async def handler(request):
+        return web.Response(text=text)
+    return handler
+
+
+def test_router_targets_read_worker_health_from_both_real_gateways():
+    routes = {f"/{name}": fixture_handler((GATEWAY_FIXTURES / name).read_text()) for name in GATEWAY_LISTENERS}
+    scraper = run_cycles(routes, lambda u: [{"role": "router", "url": f"{u}/{n}"} for n in GATEWAY_LISTENERS])
+    for status in scraper.sink.statuses.values():
+        workers, healthy, cb_open = GATEWAY_LISTENERS[status.url.rsplit("/", 1)[1]]
+        assert status.up and status.samples > 200, status.url
+        assert (status.detail["workers"], status.detail["workers_healthy"],
+                status.detail["workers_circuit_open"]) == (workers, healthy, cb_open), status.url
+        assert status.detail["requests_total"] > 20
+
+
+def test_smg_engine_metrics_feed_each_worker_with_its_role_so_a_pd_request_counts_once():
+    scraper = run_cycles({"/engine_metrics": fixture_handler(SMG_PD_ENGINE.read_text())},
+                         lambda u: [{"role": "decode", "source": "router-engine-metrics",
+                                     "url": f"{u}/engine_metrics"}])
+    (status,) = scraper.sink.statuses.values()
+    assert status.up and status.last_error is None
+    assert status.detail == {"workers": 2.0, "workers_scraped_directly": 0.0}
+    # Each worker serves the real exposition (196 requests, 200 TTFT observations): counted from decode only.
+    assert scraped_totals(scraper.sink.engines["d"]) == (196, 200)
+    snap = scraper.sink.engines["d"].store.latest()
+    load = scraper.sink.engines["d"].state(snap.ts).load
+    assert {"prefill", "decode"} <= set(load)  # gauges from both workers, each under its own role
+
+
+def test_a_worker_also_scraped_directly_is_read_from_its_own_target_only():
+    async def direct(request):  # the decode worker's own /metrics
+        return web.Response(text=REAL_TEXT.read_text().replace('engine_type="unified"', 'engine_type="decode"'))
+
+    engine_text = SMG_PD_ENGINE.read_text()
+    decode_addr = next(line.split('worker_addr="')[1].split('"')[0] for line in engine_text.splitlines()
+                       if 'engine_type="decode"' in line and "worker_addr=" in line)
+
+    def targets(u):
+        return [{"role": "decode", "url": f"{u}/metrics"},
+                {"role": "decode", "source": "router-engine-metrics", "url": f"{u}/engine_metrics"}]
+
+    async def engine(request):  # the gateway's merge, the decode worker named as the direct target names it
+        base = f"http://{request.host}"
+        return web.Response(text=engine_text.replace(decode_addr, base))
+
+    scraper = run_cycles({"/metrics": direct, "/engine_metrics": engine}, targets)
+    merged = next(s for s in scraper.sink.statuses.values() if s.source == "router-engine-metrics")
+    assert merged.up and merged.detail == {"workers": 2.0, "workers_scraped_directly": 1.0}
+    assert "also scraped directly" in merged.last_error and "counts twice" in merged.last_error
+    assert scraped_totals(scraper.sink.engines["d"]) == (196, 200)  # not 392 / 400
+
+
+def test_an_engine_metrics_target_that_fails_drops_its_workers_load():
+    answers = [SMG_PD_ENGINE.read_text(), None]
+
+    async def engine(request):
+        text = answers.pop(0)
+        return web.Response(text=text) if text is not None else web.Response(status=503, text="down")
+
+    scraper = run_cycles({"/engine_metrics": engine},
+                         lambda u: [{"role": "decode", "source": "router-engine-metrics",
+                                     "url": f"{u}/engine_metrics"}], cycles=2)
+    (status,) = scraper.sink.statuses.values()
+    assert not status.up and "HTTP 503" in status.last_error
+    eng = scraper.sink.engines["d"]
+    assert eng.state(eng.store.latest().ts).load == {}  # no stale gauges from either worker
+    assert scraped_totals(eng) == (196, 200)  # the counts seen stay

@@ -141,37 +141,16 @@ def test_request_rate_over_five_minutes():
     assert math.isclose(eng.state(100).rates["requests_total"], 0.5)
 
 
-def test_a_merged_engine_metrics_target_feeds_request_slis_without_its_prefill_workers():
-    """A router's /engine_metrics merges prefill and decode workers: only the decode series are requests."""
-    cfg = parse_config({"deployments": [{"name": "d", "mode": "pd-disaggregated", "tpot_target_seconds": 0.04,
-                                         "targets": [{"role": "router", "source": "router-engine-metrics",
-                                                      "url": "http://r:1/engine_metrics"}]}]})
-    dep = cfg.deployments[0]
-    eng = DeploymentEngine(dep)
-
-    def merged(n_decode: int, n_prefill: int) -> str:
-        decode = exposition(tpot=[0.03] * n_decode, engine="decode", requests=n_decode)
-        prefill = exposition(tpot=[0.5] * n_prefill, engine="prefill", requests=n_prefill)
-        return decode + "\n".join(ln for ln in prefill.splitlines() if not ln.startswith("#")) + "\n"
-
-    feed(eng, dep.targets[0], 0, merged(0, 0))
-    feed(eng, dep.targets[0], 60, merged(10, 10))
+def test_a_pd_prefill_server_feeds_no_request_number():
+    """Its E2E covers its part only and its requests are the decode server's too (SLI_ROLES)."""
+    eng, (prefill, decode) = make(mode="pd-disaggregated", roles=("prefill", "decode"))
+    for t, n in ((0, 0), (60, 10)):
+        eng.observe(prefill, parse(exposition(tpot=[0.5] * n, engine="prefill", requests=n), W))
+        eng.observe(decode, parse(exposition(tpot=[0.03] * n, engine="decode", requests=n), W))
+        eng.snapshot(t)
     state = eng.state(60)
     assert state.slis["tpot"].windows["5m"].events == 10 and state.slis["tpot"].windows["5m"].good_ratio == 1.0
-    assert state.rates["requests_total"] == 10 / 60
-
-
-def test_direct_server_scrapes_win_over_a_router_engine_metrics_target():
-    cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
-        {"role": "server", "url": "http://s:1/metrics"},
-        {"role": "server", "source": "router-engine-metrics", "url": "http://r:1/engine_metrics"}]}]})
-    dep = cfg.deployments[0]
-    eng = DeploymentEngine(dep)
-    for t, n in ((0, 0), (60, 10)):
-        for target in dep.targets:  # the router's merge repeats the server's series
-            eng.observe(target, parse(exposition(tpot=[0.03] * n), W))
-        eng.snapshot(t)
-    assert eng.state(60).slis["tpot"].windows["5m"].events == 10  # counted once
+    assert math.isclose(state.rates["requests_total"], 10 / 60)
 
 
 def test_a_counter_born_inside_the_window_has_a_rate_from_its_first_sighting():
