@@ -172,6 +172,9 @@ ENGINE_TYPE_ROLES: Final[dict[str, str]] = {"unified": "server", "prefill": "pre
 # --- SLO windows and the SRE-workbook multi-window multi-burn-rate policy -------------------
 # Windows the sidecar computes itself; longer ones are Prometheus's job (generated rules).
 SIDECAR_WINDOWS: Final[dict[str, int]] = {"5m": 300, "30m": 1800, "1h": 3600, "6h": 21600}
+# A series absent longer than the longest sidecar window contributes nothing to any window: its
+# accumulator is retired (its value kept in its family's total), so label churn cannot grow memory.
+SERIES_EXPIRY_SECONDS: Final = max(SIDECAR_WINDOWS.values())
 RULE_WINDOWS: Final[dict[str, int]] = {
     "5m": 300, "30m": 1800, "1h": 3600, "2h": 7200, "6h": 21600, "1d": 86400, "3d": 259200,
 }

@@ -15,6 +15,7 @@ from monitor.conventions import (
     COUNTER_ROLES,
     COUNTERS,
     GAUGES,
+    SERIES_EXPIRY_SECONDS,
     SIDECAR_WINDOWS,
     SLI_FAMILIES,
     SLI_ROLES,
@@ -28,6 +29,7 @@ from monitor.slo.state import DeploymentState, compute_sli_states, good_total
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
 RATE_WINDOW = 300.0
+EXPIRY_SWEEP_SECONDS = 60.0  # how often absent series are looked for (a pass over every accumulator)
 
 
 class DeploymentEngine:
@@ -39,17 +41,20 @@ class DeploymentEngine:
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
         self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
         self.resets: dict[str, int] = {}
-        self._observed: set[str] = set()  # targets with at least one scrape fed here
+        self._observed: dict[str, float] = {}  # target id -> its last scrape fed here
         self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
+        self._now = 0.0  # the latest snapshot's time: a scrape's when none is given
+        self._swept = 0.0
 
-    def observe(self, target: Target, expo: Exposition) -> int:
-        """Feed one successful scrape of an SGLang server; returns counter resets detected.
+    def observe(self, target: Target, expo: Exposition, ts: float | None = None) -> int:
+        """Feed one successful scrape (taken at `ts`) of an SGLang server; returns counter resets detected.
 
         Every histogram is assembled (and a bad one raises HistogramError) before any accumulator
         changes, so a rejected scrape leaves the windows exactly as they were. What is wrong but
         usable (a _count off the +Inf bucket, no _sum, a NaN counter) is kept in `warnings[target]`.
         """
         tid = target.id
+        now = self._now if ts is None else ts
         born = tid in self._observed  # a series new on a target already scraped was created since
         resets = 0
         warnings: list[str] = []
@@ -65,11 +70,12 @@ class DeploymentEngine:
                    *by_name.get(family + "_count", empty)]
             if own:
                 hists.extend((sli, series) for series in group_histograms(own, family))
-        self._observed.add(tid)  # from here on nothing refuses the scrape
+        self._observed[tid] = now  # from here on nothing refuses the scrape
         for sli, series in hists:
             warnings.extend(histogram_warnings(series))
             key = (tid, series.family, series.labels)
             acc = self.book.hist(key)
+            acc.seen = now
             if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
                 resets += 1
             self._hist_keys[sli].add(key)
@@ -82,7 +88,9 @@ class DeploymentEngine:
                     warnings.append(f"{family}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")
                     continue
                 key = (tid, family, s.labels)
-                if self.book.scalar(key).update(s.value, born=born):
+                sacc = self.book.scalar(key)
+                sacc.seen = now
+                if sacc.update(s.value, born=born):
                     resets += 1
                 self._counter_keys[cname].add(key)
         gauges: dict[str, list[Sample]] = {}
@@ -111,7 +119,13 @@ class DeploymentEngine:
             n += 1
         if book is not None:
             self.book = book
-            self._observed |= {key[0] for key in (*book.hists, *book.scalars)}
+            # Series recorded without the time they were last seen count as seen at the last snapshot.
+            latest = self.store.latest()
+            floor = latest.ts if latest is not None else 0.0
+            for acc in (*book.hists.values(), *book.scalars.values()):
+                acc.seen = max(acc.seen, floor)
+            for key, acc in (*book.hists.items(), *book.scalars.items()):
+                self._observed[key[0]] = max(self._observed.get(key[0], 0.0), acc.seen)
             family_sli = {f: sli for sli, f in SLI_FAMILIES.items()}
             family_counter = {f: c for c, f in COUNTERS.items()}
             for key in book.hists:
@@ -139,11 +153,16 @@ class DeploymentEngine:
         hists: dict[str, Hist] = {}
         for sli, keys in self._hist_keys.items():
             adjusted = [h for h in (self.book.hists[k].adjusted() for k in keys) if h is not None]
+            retired = self.book.retired_hists.get(SLI_FAMILIES[sli])
+            if retired is not None:
+                adjusted.append(retired)
             if adjusted:
                 hists[sli] = merge(adjusted)
         counters: dict[str, float] = {}
         for cname, keys in self._counter_keys.items():
             vals = [v for v in (self.book.scalars[k].adjusted() for k in keys) if v is not None]
+            if COUNTERS[cname] in self.book.retired_scalars:
+                vals.append(self.book.retired_scalars[COUNTERS[cname]])
             if vals:
                 counters[cname] = sum(vals)
         return hists, counters
@@ -153,7 +172,28 @@ class DeploymentEngine:
         hists, counters = self._merged()
         snap = Snapshot(ts, hists, counters)
         self.store.append(snap, BudgetPoint(ts, self._good(hists)))
+        if not self._now:  # scrapes fed without a time before the first snapshot were taken now
+            for acc in (*self.book.hists.values(), *self.book.scalars.values()):
+                acc.seen = acc.seen or ts
+            for tid, last in self._observed.items():
+                self._observed[tid] = last or ts
+        self._now = ts
+        if ts - self._swept >= EXPIRY_SWEEP_SECONDS:
+            self._swept = ts
+            self.expire(ts - SERIES_EXPIRY_SECONDS)
         return snap
+
+    def expire(self, before: float) -> None:
+        """Retire the series not scraped since `before` (merged values unchanged, see SeriesBook.expire),
+        and forget the targets not scraped since: one that comes back is a first scrape again, whose
+        series start counting at 0 there."""
+        for key in self.book.expire(before):
+            for keys in (*self._hist_keys.values(), *self._counter_keys.values()):
+                keys.discard(key)
+        for tid in [t for t, last in self._observed.items() if last < before]:
+            del self._observed[tid]
+            self.warnings.pop(tid, None)
+            self._gauges.pop(tid, None)
 
     def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:
         slis = compute_sli_states(self.deployment, self.store, now, windows)
