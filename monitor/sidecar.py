@@ -200,6 +200,7 @@ class Sidecar:
 
     async def close(self) -> None:
         self.stop()
+        self.scraper.close()
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
