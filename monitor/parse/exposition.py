@@ -147,16 +147,36 @@ _LABELS_FULL_RE = re.compile(r'(?:\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"[^"\\]*"\s*,)
 _LABEL_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*)"')
 
 
-# Label sets repeat exactly from one scrape of a target to the next: parse each text once.
-_LABEL_CACHE: dict[str, Labels] = {}
+# Label sets repeat exactly from one scrape of a target to the next: parse each text once. Across
+# targets they differ mostly in `pid` (every SGLang scheduler gauge carries its process id), which is
+# dropped anyway: a second cache is keyed by the text without it, so 400 servers of one model share
+# their label sets instead of evicting each other's. Both are bounded.
+LABEL_CACHE: dict[str, Labels] = {}
+_SHARED_LABELS: dict[str, Labels] = {}
 _LABEL_CACHE_MAX = 20_000
+# One well-formed dropped pair at a pair boundary: what is left is a valid label text when the whole was.
+_DROPPED_MARKS = tuple(f'{name}="' for name in sorted(DROPPED_LABELS))
+_DROPPED_PAIR_RE = re.compile("(?:^|,)(?:" + "|".join(map(re.escape, sorted(DROPPED_LABELS)))
+                              + r')="[^"\\]*"(?=,|$)')
+
+
+def _remember(cache: dict[str, Labels], text: str, labels: Labels) -> None:
+    if len(cache) >= _LABEL_CACHE_MAX:
+        cache.clear()  # bounded: a fleet with more distinct label sets re-parses, no more
+    cache[text] = labels
 
 
 def parse_labels(text: str, lineno: int = 0, line: str = "") -> Labels:
     """`a="1",b="x"` -> sorted pairs, `pid` dropped, duplicates rejected."""
-    cached = _LABEL_CACHE.get(text)
+    cached = LABEL_CACHE.get(text)
     if cached is not None:
         return cached
+    shared = _DROPPED_PAIR_RE.sub("", text, count=1) if any(m in text for m in _DROPPED_MARKS) else None
+    if shared is not None:
+        cached = _SHARED_LABELS.get(shared)
+        if cached is not None:
+            _remember(LABEL_CACHE, text, cached)
+            return cached
     if "\\" not in text and _LABELS_FULL_RE.fullmatch(text):
         pairs = _LABEL_PAIR_RE.findall(text)  # both regexes run in C: the hot path
     else:
@@ -167,9 +187,9 @@ def parse_labels(text: str, lineno: int = 0, line: str = "") -> Labels:
             raise ParseError(lineno, "duplicate label name", line)
         pairs.sort()
     out = tuple(p for p in pairs if p[0] not in DROPPED_LABELS)
-    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
-        _LABEL_CACHE.clear()  # bounded: a fleet with more distinct label sets re-parses, no more
-    _LABEL_CACHE[text] = out
+    _remember(LABEL_CACHE, text, out)
+    if shared is not None:
+        _remember(_SHARED_LABELS, shared, out)
     return out
 
 

@@ -18,6 +18,7 @@ book holds one number per family instead of one accumulator per series ever seen
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 from monitor.slo.histogram import Hist, merge
@@ -28,13 +29,13 @@ def hist_decreased(new: Hist, old: Hist) -> bool:
         return True
     if new.edges != old.edges:
         return True  # relaunched with other buckets: a new process, treat as reset
-    return any(a < b for a, b in zip(new.cumulative, old.cumulative))
+    return any(map(operator.lt, new.cumulative, old.cumulative))
 
 
 def add(a: Hist, b: Hist) -> Hist:
     """a + b, keeping a's edges where b has them (b's edges are a superset or equal)."""
     if a.edges == b.edges:
-        cum = tuple(x + y for x, y in zip(a.cumulative, b.cumulative))
+        cum = tuple(map(operator.add, a.cumulative, b.cumulative))
         return Hist(a.edges, cum, a.sum + b.sum, a.count + b.count)
     index = {e: i for i, e in enumerate(b.edges)}
     edges = tuple(e for e in a.edges if e in index)
@@ -43,7 +44,7 @@ def add(a: Hist, b: Hist) -> Hist:
 
 
 def negate(h: Hist) -> Hist:
-    return Hist(h.edges, tuple(-c for c in h.cumulative), -h.sum, -h.count)
+    return Hist(h.edges, tuple(map(operator.neg, h.cumulative)), -h.sum, -h.count)
 
 
 @dataclass
