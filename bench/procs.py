@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.procs import stop  # terminate, then kill: one helper for tests and benchmarks
 
@@ -35,10 +36,8 @@ def cpu_seconds(pid: int) -> float:
 def _children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
+        with contextlib.suppress(OSError):
             out += [int(c) for c in task.read_text().split()]
-        except OSError:
-            pass
     return out
 
 
@@ -58,10 +57,8 @@ def cpu_ns(pid: int) -> int:
     total = 0
     for p in tree(pid):
         for task in Path(f"/proc/{p}/task").glob("*/schedstat"):
-            try:
+            with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended meanwhile
                 total += int(task.read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass  # a thread that ended between listing and reading
     return total
 
 
@@ -69,10 +66,8 @@ def rss_tree_mb(pid: int) -> float:
     """VmRSS of a process and its descendants (pages shared between them counted in each)."""
     total = 0.0
     for p in tree(pid):
-        try:
+        with contextlib.suppress(OSError):
             total += rss_mb(p)[0]
-        except OSError:
-            pass
     return total
 
 
@@ -99,9 +94,10 @@ def python(*args: str) -> list[str]:
 
 @contextlib.contextmanager
 def started(cmd: Sequence[str], *, cores: set[int] | None = None, env: dict[str, str] | None = None,
-            stdout: int | None = subprocess.PIPE) -> Iterator[subprocess.Popen]:
-    """Run `cmd` in ROOT for the duration of the block; terminated (then killed) on the way out."""
-    proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True,
+            stdout: int | None = subprocess.PIPE, stderr: Any = subprocess.PIPE) -> Iterator[subprocess.Popen]:
+    """Run `cmd` in ROOT for the duration of the block; terminated (then killed) on the way out. A child
+    that logs a lot while nobody reads its stderr gets a file (`stderr`), or a full pipe stops it."""
+    proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=stdout, stderr=stderr, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                             preexec_fn=(lambda: pin(cores)) if cores else None)
     try:

@@ -225,10 +225,11 @@ class SidecarSettings(_Strict):
     # keeps ~550 series; the series limit stops a runaway label (1M series) before it costs memory.
     sample_limit: int | None = Field(default=None, ge=1)
     series_limit: int | None = Field(default=50_000, ge=1)
-    # Bodies larger than this are parsed in a pool of worker processes, off the event loop; smaller ones
-    # on it (~2 ms per MB, less than shipping them to a worker costs). Workers: None = os.cpu_count(),
-    # 0 = parse everything on the event loop.
-    parse_inline_max_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
+    # Where a scraped body is parsed (monitor/scrape/parsing.py): up to parse_inline_max_bytes on the event
+    # loop; from parse_process_min_bytes in a pool of parse_workers processes (None: os.cpu_count(); 0:
+    # none); in between, and when there are no processes, in a thread beside the loop.
+    parse_inline_max_bytes: int = Field(default=256 * 1024, ge=0)
+    parse_process_min_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
     parse_workers: int | None = Field(default=None, ge=0)
     # Scrape each deployment at its own stable phase within the interval (like Prometheus).
     stagger_scrapes: bool = True

@@ -47,7 +47,7 @@ def negate(h: Hist) -> Hist:
     return Hist(h.edges, tuple(map(operator.neg, h.cumulative)), -h.sum, -h.count)
 
 
-@dataclass
+@dataclass(slots=True)
 class HistAccumulator:
     last_raw: Hist | None = None
     offset: Hist | None = None
@@ -74,7 +74,7 @@ class HistAccumulator:
         return add(self.last_raw, self.offset)
 
 
-@dataclass
+@dataclass(slots=True)
 class ScalarAccumulator:
     last_raw: float | None = None
     offset: float = 0.0

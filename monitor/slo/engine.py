@@ -24,7 +24,7 @@ from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
-from monitor.slo.load import aggregate
+from monitor.slo.load import aggregate, per_dp_rank
 from monitor.slo.state import DeploymentState, compute_sli_states, good_total
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
@@ -39,7 +39,9 @@ class DeploymentEngine:
         self.book = SeriesBook()
         self._hist_keys: dict[str, set[tuple]] = {sli: set() for sli in SLI_FAMILIES}
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
-        self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
+        # target id -> (role, metric -> value per DP rank): plain floats, not the scrape's samples, so the
+        # garbage collector has nothing to walk here (400 targets x 320 scheduler gauges otherwise).
+        self._gauges: dict[str, tuple[str, dict[str, list[float]]]] = {}
         self.resets: dict[str, int] = {}
         self._observed: dict[str, float] = {}  # target id -> its last scrape fed here
         self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
@@ -93,11 +95,11 @@ class DeploymentEngine:
                 if sacc.update(s.value, born=born):
                     resets += 1
                 self._counter_keys[cname].add(key)
-        gauges: dict[str, list[Sample]] = {}
+        gauges: dict[str, list[float]] = {}
         for metric, family in GAUGES.items():
             found = by_name.get(family)
             if found:
-                gauges[metric] = found
+                gauges[metric] = list(per_dp_rank(found).values())
         self._gauges[tid] = (target.role, gauges)
         self.warnings[tid] = warnings
         # A scrape with a reset also reports its new counts; count at most one reset per scrape.

@@ -44,12 +44,12 @@ def combine(metric: str, values: Iterable[float]) -> float | None:
     return max(vals) if metric in RATIO_GAUGES else sum(vals)
 
 
-def aggregate(per_target: Mapping[str, tuple[str, Mapping[str, list[Sample]]]]) -> dict[str, dict[str, float]]:
-    """per_target: target id -> (role, metric -> samples). Returns role -> metric -> value, plus "all"."""
+def aggregate(per_target: Mapping[str, tuple[str, Mapping[str, list[float]]]]) -> dict[str, dict[str, float]]:
+    """per_target: target id -> (role, metric -> its value per DP rank, `per_dp_rank`). Returns role ->
+    metric -> value, plus "all"."""
     by_role: dict[str, dict[str, list[float]]] = {}
     for role, metrics in per_target.values():
-        for metric, samples in metrics.items():
-            vals = list(per_dp_rank(samples).values())
+        for metric, vals in metrics.items():
             by_role.setdefault(role, {}).setdefault(metric, []).extend(vals)
             by_role.setdefault("all", {}).setdefault(metric, []).extend(vals)
     out: dict[str, dict[str, float]] = {}

@@ -17,9 +17,11 @@ from tests.conftest import REAL_TEXT
 W = engine_wanted()
 
 
-def run_pool(inline_max: int, jobs):
-    """Run `jobs(pool)` (a coroutine function) against a pool that offloads bodies above `inline_max`."""
-    pool = ParserPool(SidecarSettings(parse_inline_max_bytes=inline_max, parse_workers=1))
+def run_pool(inline_max: int, jobs, process_min: int = 0):
+    """Run `jobs(pool)` (a coroutine function) against a pool that parses bodies above `inline_max` in a
+    thread, and from `process_min` on in a worker process."""
+    pool = ParserPool(SidecarSettings(parse_inline_max_bytes=inline_max, parse_process_min_bytes=process_min,
+                                      parse_workers=1))
 
     async def go():
         try:
@@ -30,17 +32,19 @@ def run_pool(inline_max: int, jobs):
     return asyncio.run(go()), pool
 
 
-def test_a_worker_gives_the_same_exposition_as_parsing_in_place():
+def test_a_worker_process_or_the_thread_gives_the_same_exposition_as_parsing_in_place():
     body = REAL_TEXT.read_bytes()
 
     async def jobs(pool):
         return await pool.parse(body, W, content_type="", count_families=False, limits=Limits())
 
+    here = parse(body, W, count_families=False)
     got, pool = run_pool(0, jobs)
-    assert pool.offloaded == 1
-    assert got == parse(body, W, count_families=False)
-    _, pool = run_pool(len(body), jobs)
-    assert pool.offloaded == 0
+    assert (pool.offloaded, pool.threaded) == (1, 0) and got == here
+    got, pool = run_pool(0, jobs, process_min=len(body) + 1)
+    assert (pool.offloaded, pool.threaded) == (0, 1) and got == here
+    got, pool = run_pool(len(body), jobs)
+    assert (pool.offloaded, pool.threaded) == (0, 0) and got == here
 
 
 def test_errors_in_a_worker_arrive_as_the_same_errors():
@@ -68,10 +72,10 @@ def test_a_worker_that_dies_fails_that_scrape_with_the_reason_and_the_next_one_g
 
     async def jobs(pool):
         job = asyncio.create_task(pool.parse(slow, W, content_type="", count_families=False, limits=Limits()))
-        while not pool._pool or not pool._pool._processes:
+        while not pool._processes or not pool._processes._processes:
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.5)
-        for pid in list(pool._pool._processes):
+        for pid in list(pool._processes._processes):
             os.kill(pid, signal.SIGKILL)
         with pytest.raises(ParserDied, match="worker process died"):
             await job
