@@ -131,7 +131,10 @@ class Observations:
 
     def snapshot(self, deployment: str, ts: float) -> None:
         """Close one scrape cycle of a deployment: its engine records the merged state at `ts`."""
-        self.engines[deployment].snapshot(ts)
+        shift = self.engines[deployment].snapshot(ts)
+        if shift:  # once per step: from the next cycle on the history is in the new time line
+            log.warning("%s: the wall clock stepped back (NTP step, VM resume?): the SLO history moved back "
+                        "%.0f s with it, so windows keep their length and events", deployment, -shift)
 
     def readings_by_deployment(self) -> dict[str, list[TelemetryResult]]:
         out: dict[str, list[TelemetryResult]] = {}

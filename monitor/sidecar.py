@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -77,24 +78,39 @@ class Sidecar:
         Everything is read into fresh engines first: a damaged row found half-way leaves the
         scraper's engines untouched."""
         assert self.recording is not None
-        horizon = self.clock() - parse_duration(self.config.sidecar.recording_retention)
+        now = self.clock()
+        horizon = now - parse_duration(self.config.sidecar.recording_retention)
         engines = {dep.name: DeploymentEngine(dep) for dep in self.config.deployments}
         loaded = {}
         for dep in self.config.deployments:
             saved = self.recording.book(dep.name)
-            loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
+            loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon, end=now),
                                                          saved[1] if saved else None)
+            self._say_future_rows(dep.name, now)
         self.observations.engines.update(engines)
         for name, n in loaded.items():
             if n:
                 log.info("restored %d recorded snapshots of %s", n, name)
         return loaded
 
+    def _say_future_rows(self, deployment: str, now: float) -> None:
+        """Snapshots dated after now were written while the clock ran ahead: they cannot start windows
+        that end now. Left in the file (for `analyze`), not restored, said once."""
+        assert self.recording is not None
+        span = self.recording.span(deployment)
+        if span is None or span[1] <= now:
+            return
+        ahead = sum(1 for _ in self.recording.snapshots(deployment, start=math.nextafter(now, math.inf)))
+        log.warning("recording %s: %d snapshot%s of %s dated in the future (up to %.0f s ahead of the clock, "
+                    "which has stepped back since they were written): not restored; they stay in the file",
+                    self.recording.path, ahead, "" if ahead == 1 else "s", deployment, span[1] - now)
+
     def record(self, now: float, *, force: bool = False) -> bool:
         """Write one recording tick when the recording interval has passed."""
         if self.recording is None:
             return False
-        if not force and now - self._last_record < self.config.sidecar.recording_interval_seconds:
+        # A negative gap is a clock that stepped back: write now rather than wait for it to catch up.
+        if not force and 0 <= now - self._last_record < self.config.sidecar.recording_interval_seconds:
             return False
         status = self.status()
         telemetry = self.observations.readings_by_deployment()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import aiohttp
@@ -360,3 +361,40 @@ def test_an_engine_metrics_target_that_fails_drops_its_workers_load():
     eng = scraper.sink.engines["d"]
     assert eng.state(eng.store.latest().ts).load == {}  # no stale gauges from either worker
     assert scraped_totals(eng) == (196, 200)  # the counts seen stay
+
+
+def test_a_deployment_loop_survives_the_wall_clock_stepping_back_and_says_so_once(caplog):
+    offset = {"s": 0.0}
+
+    async def good(request):
+        return web.Response(text=exposition(tpot=[0.03] * 10))
+
+    async def go():
+        runner, u = await serve_routes({"/metrics": good})
+        cfg = parse_config({"sidecar": {"scrape_interval_seconds": 0.2, "scrape_timeout_seconds": 0.2},
+                            "deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                             "targets": [{"role": "server", "url": f"{u}/metrics"}]}]})
+        obs = Observations(cfg)
+        scraper = Scraper(cfg, obs, clock=lambda: time.time() + offset["s"])
+        stop = asyncio.Event()
+        task = asyncio.create_task(scraper.run(stop))
+        await asyncio.sleep(1.2)
+        before = len(obs.engines["d"].store)
+        offset["s"] = -3600.0  # NTP steps the clock back an hour
+        await asyncio.sleep(1.5)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runner.cleanup()
+        return obs, scraper, before
+
+    with caplog.at_level(logging.INFO):
+        obs, scraper, before = asyncio.run(go())
+    store = obs.engines["d"].store
+    assert len(store) >= before + 3  # the loop went on after the step
+    assert abs(store.latest().ts - (time.time() - 3600.0)) < 5  # in the new time line
+    stamps = [s.ts for s in store.snapshots()]
+    assert stamps == sorted(stamps)
+    steps = [r for r in caplog.records if "clock" in r.getMessage()]
+    assert len(steps) == 1 and steps[0].levelno == logging.WARNING, [r.getMessage() for r in steps]
+    assert "d" in steps[0].getMessage() and "back" in steps[0].getMessage()
+
