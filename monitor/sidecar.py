@@ -27,7 +27,7 @@ from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
 from monitor.slo.engine import DeploymentEngine
-from monitor.state import StatusResponse, deployment_status, sidecar_status
+from monitor.state import LoopStatus, StatusResponse, deployment_status, loop_status, sidecar_status
 from monitor.telemetry.export import telemetry_families
 
 log = logging.getLogger(__name__)
@@ -151,8 +151,17 @@ class Sidecar:
                 st.goodput = goodput_status(dep, self.request_logs.summaries[dep.name].values())
             deps.append(st)
         side = sidecar_status(self.started_at, now, self.config.sidecar.scrape_interval_seconds,
-                              self.scraper.cycles, self.scraper.last_cycle_seconds)
+                              self.scraper.cycles, self.scraper.last_cycle_seconds, self.loops())
         return StatusResponse(sidecar=side, deployments=deps)
+
+    def loops(self) -> list[LoopStatus]:
+        """Every loop's health (cheap: /healthz reads it on each probe)."""
+        interval = self.config.sidecar.scrape_interval_seconds
+        return [loop_status(h, interval) for h in (*self.scraper.loops.values(), self.scraper.cycle_loop)]
+
+    def problems(self) -> list[str]:
+        """Why /healthz fails: each loop with no completed cycle in a few intervals (empty when healthy)."""
+        return [lp.problem for lp in self.loops() if lp.problem]
 
     def extra_families(self, status: StatusResponse) -> Iterator[Metric]:
         """Families beside the SLO state: accelerator telemetry and the request-log SLIs."""
@@ -195,7 +204,7 @@ class Sidecar:
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
         side = self.config.sidecar
         app = build_app(self.registry, self.status, api_token=side.api_bearer_token,
-                        header_timeout=side.http_header_timeout_seconds)
+                        header_timeout=side.http_header_timeout_seconds, problems=self.problems)
         self.runner, self.port = await start_server(app, host or side.listen_host,
                                                     side.listen_port if port is None else port)
         return self.port

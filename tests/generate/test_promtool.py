@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from monitor import conventions as names
 from tests.generate.conftest import AMTOOL, PROMTOOL, need, run_tool
 
 
@@ -43,6 +44,24 @@ def test_generated_tests_cover_breach_healthy_and_idle_for_each_sli(small_files)
     assert len(fast["alert_rule_test"][0]["exp_alerts"]) == 2  # both page pairs
     quiet = next(t for t in doc["tests"] if t["name"] == "kimi-pd tpot: no traffic stays quiet")
     assert all(a["exp_alerts"] == [] for a in quiet["alert_rule_test"])
+
+
+def test_the_self_rules_have_a_promtool_test_of_each_alert_firing_and_staying_quiet(small_files, small_dir):
+    import yaml
+
+    need(PROMTOOL)
+    doc = yaml.safe_load(small_files["alerts/tests/self.test.yml"])
+    assert doc["rule_files"] == ["../rules/self.rules.yml"]
+    tested = {t["alertname"] for case in doc["tests"] for t in case["alert_rule_test"]}
+    assert tested == {names.ALERT_SIDECAR_DOWN, names.ALERT_LOOP_STUCK, names.ALERT_LOOP_RESTARTING}
+    for case in doc["tests"]:  # each case expects nothing first, then its alert
+        checks = case["alert_rule_test"]
+        assert checks[0]["exp_alerts"] == [] and checks[-1]["exp_alerts"], case["name"]
+    stuck = next(c for c in doc["tests"] if c["alert_rule_test"][0]["alertname"] == names.ALERT_LOOP_STUCK)
+    fired = {a["exp_labels"].get("deployment") for a in stuck["alert_rule_test"][-1]["exp_alerts"]}
+    assert fired == {"stuck-deployment", None}  # a deployment's loop and the sidecar's own; the healthy one stays quiet
+    res = run_tool(PROMTOOL, "test", "rules", "tests/self.test.yml", cwd=small_dir / "alerts")
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_amtool_accepts_the_alertmanager_config(small_dir):
