@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.conventions import SLIS, parse_duration
+from monitor.conventions import PERIOD_MAX_SECONDS, PERIOD_MIN_SECONDS, SLIS, format_duration, parse_duration
 
 Role = Literal["server", "prefill", "decode", "router", "npu", "gpu", "request-log"]
 Source = Literal[
@@ -43,7 +43,9 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # No number in a config may be NaN or infinite: an infinite target would make the SLI always 1.0
+    # in the sidecar while the generated rules compare with a finite bucket and page forever.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Target(_Strict):
@@ -149,7 +151,11 @@ class Deployment(_Strict):
     @field_validator("period")
     @classmethod
     def _period(cls, v: str) -> str:
-        parse_duration(v)
+        # The budget is a `sum_over_time` over the period in the generated rules: an hour at least (a 0s
+        # period gives a [1ms] range), a year at most (Prometheus refuses a 100000000d range).
+        if not PERIOD_MIN_SECONDS <= parse_duration(v) <= PERIOD_MAX_SECONDS:
+            raise ValueError(f"must be between {format_duration(PERIOD_MIN_SECONDS)} and "
+                             f"{format_duration(PERIOD_MAX_SECONDS)}, got {v!r}")
         return v
 
     @field_validator("buckets")

@@ -183,6 +183,9 @@ BURN_RATE_ALERTS: Final = (
     ("ticket", "3d", "6h", 1.0),
 )
 QUANTILES: Final = (0.5, 0.9, 0.99)
+# The SLO period a deployment may have (its error budget is computed over it in the generated rules).
+PERIOD_MIN_SECONDS: Final = 3600
+PERIOD_MAX_SECONDS: Final = 365 * 86400
 
 
 def burn_thresholds_text() -> str:

@@ -83,3 +83,37 @@ def test_bearer_token_is_not_in_repr():
     cfg = parse_config({"deployments": [{"name": "a", "targets": [
         {"role": "server", "url": "http://h:1/metrics", "bearer_token": "s3cret"}]}]})
     assert "s3cret" not in repr(cfg)
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("tpot_target_seconds", ".inf", "finite number"),
+    ("ttft_target_seconds", ".nan", "finite number"),
+    ("e2e_target_seconds", "-.inf", "finite number"),
+])
+def test_targets_must_be_finite_and_the_error_names_file_and_field(tmp_path, field, value, says):
+    p = write(tmp_path, GOOD.replace("tpot_target_seconds: 0.1", f"tpot_target_seconds: 0.1\n    {field}: {value}"))
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(p) in str(err.value) and f"deployments[0] (kimi-pd).{field}" in str(err.value)
+    assert says in str(err.value)
+
+
+def test_no_number_in_the_config_may_be_infinite(tmp_path):
+    for text in (GOOD.replace("scrape_interval_seconds: 5", "scrape_interval_seconds: .inf"),
+                 GOOD.replace("tpot_target_seconds: 0.1", "tpot_target_seconds: 0.1\n    buckets: {tpot: [0.1, .inf]}")):
+        with pytest.raises(ConfigError, match="finite number"):
+            load_config(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("period, ok", [
+    ("0s", False), ("59m", False), ("1h", True), ("30d", True), ("365d", True), ("366d", False),
+    ("100000000d", False),
+])
+def test_the_slo_period_is_between_an_hour_and_a_year(tmp_path, period, ok):
+    text = GOOD.replace("tpot_target_seconds: 0.1", f"tpot_target_seconds: 0.1\n    period: {period}")
+    if ok:
+        assert load_config(write(tmp_path, text)).deployments[0].period == period
+        return
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    assert "deployments[0] (kimi-pd).period" in str(err.value) and "between 1h and 365d" in str(err.value)

@@ -78,3 +78,21 @@ def test_alertmanager_routes_pages_and_inhibits_tickets(small_files):
     assert am["route"]["routes"][0] == {"receiver": "page", "matchers": ['severity="page"'], "repeat_interval": "1h"}
     assert am["inhibit_rules"][0]["equal"] == ["deployment", "sli"]
     assert all(w["send_resolved"] for r in am["receivers"] for w in r["webhook_configs"])
+
+
+@pytest.mark.parametrize("period", ["1h", "365d"])
+def test_the_shortest_and_longest_periods_give_rules_promtool_checks_and_tests(period, tmp_path):
+    from monitor.config import parse_config
+    from monitor.generate.build import generate
+    from monitor.generate.options import Options
+    from monitor.generate.writer import write
+
+    need(PROMTOOL)
+    cfg = parse_config({"deployments": [{"name": "p", "tpot_target_seconds": 0.04, "period": period,
+                                         "targets": [{"role": "server", "url": "http://10.0.0.1:30000/metrics"}]}]})
+    write(generate(cfg, Options()), tmp_path)
+    alerts = tmp_path / "alerts"
+    res = run_tool(PROMTOOL, "check", "rules", str(alerts / "rules" / "p.rules.yml"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run_tool(PROMTOOL, "test", "rules", "tests/p.test.yml", cwd=alerts)
+    assert res.returncode == 0, res.stdout + res.stderr
