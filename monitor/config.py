@@ -15,7 +15,15 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.conventions import PERIOD_MAX_SECONDS, PERIOD_MIN_SECONDS, SLIS, format_duration, parse_duration
+from monitor.conventions import (
+    OWN_RULE_FILES,
+    PERIOD_MAX_SECONDS,
+    PERIOD_MIN_SECONDS,
+    SLIS,
+    format_duration,
+    parse_duration,
+    rules_file,
+)
 
 Role = Literal["server", "prefill", "decode", "router", "npu", "gpu", "request-log"]
 Source = Literal[
@@ -35,7 +43,7 @@ DEFAULT_SOURCE: dict[str, str] = {
 DEFAULT_DETAILS_INTERVAL = 60.0  # seconds between `npu-smi info -t KIND` runs per chip
 NpuSmiDetail = Literal["usages", "common", "power", "temp", "memory", "health", "ecc"]
 PLACEHOLDER_RE = re.compile(r"<[^<>]+>|\$\{?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\}?")
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+SLUG_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # fullmatch: `$` would let a trailing newline through
 
 
 class ConfigError(Exception):
@@ -144,8 +152,10 @@ class Deployment(_Strict):
     @field_validator("name")
     @classmethod
     def _slug(cls, v: str) -> str:
-        if not SLUG_RE.match(v):
+        if not SLUG_RE.fullmatch(v):
             raise ValueError("must be a slug: lowercase letters, digits, '.', '_' or '-', e.g. kimi-k2-6-pd-16p")
+        if v in OWN_RULE_FILES:  # its rules file would be the sidecar's own, and one of the two lost
+            raise ValueError(f"{v!r} is the name of the generated alerts/{rules_file(v)}; choose another")
         return v
 
     @field_validator("period")

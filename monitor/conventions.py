@@ -334,6 +334,13 @@ def group(deployment: str, kind: str) -> str:
     return f"slo-monitor:{deployment}:{kind}"
 
 
+# The rule files of the sidecar itself and of accelerator telemetry, beside one per deployment: no
+# deployment may take their names.
+SELF_RULES: Final = "self"
+ACCELERATOR_RULES: Final = "accelerators"
+OWN_RULE_FILES: Final = (SELF_RULES, ACCELERATOR_RULES)
+
+
 def rules_file(deployment: str) -> str:
     return f"rules/{deployment}.rules.yml"
 

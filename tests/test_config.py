@@ -117,3 +117,16 @@ def test_the_slo_period_is_between_an_hour_and_a_year(tmp_path, period, ok):
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, text))
     assert "deployments[0] (kimi-pd).period" in str(err.value) and "between 1h and 365d" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["kimi\n", "kimi\nx", "Kimi", "-kimi", "kimi pd"])
+def test_a_deployment_name_must_be_a_slug_all_of_it(tmp_path, name):
+    with pytest.raises(ConfigError, match=r"\.name: Value error, must be a slug"):
+        parse_config({"deployments": [{"name": name}]}, "c.yaml")
+
+
+@pytest.mark.parametrize("name", ["self", "accelerators"])
+def test_a_deployment_may_not_take_the_name_of_the_sidecars_own_rule_files(name):
+    """`self` would write alerts/rules/self.rules.yml, and one of the two sets of rules would be lost."""
+    with pytest.raises(ConfigError, match=f"alerts/rules/{name}.rules.yml"):
+        parse_config({"deployments": [{"name": name}]}, "c.yaml")

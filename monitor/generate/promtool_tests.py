@@ -154,7 +154,7 @@ def self_test(opts: Options) -> dict[str, Any]:
     age, restarts = names.M_LOOP_CYCLE_AGE, names.M_LOOP_RESTARTS
     step, at = opts.duration("1m"), opts.duration
     # Scrape interval 5 s: stale past 3 x 5 s. Ages in seconds (the sidecar's clock is not scaled).
-    return {"rule_files": ["../rules/self.rules.yml"], "evaluation_interval": step, "tests": [
+    return {"rule_files": [f"../{names.rules_file(names.SELF_RULES)}"], "evaluation_interval": step, "tests": [
         {"name": "sidecar down", "interval": step,
          "input_series": [{"series": selector("up", sidecar), "values": "1 1 0x10"}],
          "alert_rule_test": [
