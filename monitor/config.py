@@ -19,11 +19,13 @@ from monitor.conventions import (
     OWN_RULE_FILES,
     PERIOD_MAX_SECONDS,
     PERIOD_MIN_SECONDS,
+    RESERVED_ALERT_LABELS,
     SLIS,
     format_duration,
     parse_duration,
     rules_file,
 )
+from monitor.escaping import LABEL_NAME_RE
 
 Role = Literal["server", "prefill", "decode", "router", "npu", "gpu", "request-log"]
 Source = Literal[
@@ -166,6 +168,19 @@ class Deployment(_Strict):
         if not PERIOD_MIN_SECONDS <= parse_duration(v) <= PERIOD_MAX_SECONDS:
             raise ValueError(f"must be between {format_duration(PERIOD_MIN_SECONDS)} and "
                              f"{format_duration(PERIOD_MAX_SECONDS)}, got {v!r}")
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        # Added to every alert of the deployment; any value is fine (escaped where it lands).
+        for name in v:
+            if not LABEL_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a Prometheus label name (letters, digits and '_', not "
+                                 "starting with a digit)")
+            if name.startswith("__") or name in RESERVED_ALERT_LABELS:
+                raise ValueError(f"{name!r} is reserved: the generated alerts set it (or Prometheus does, for "
+                                 f"`__` names); reserved: {', '.join(sorted(RESERVED_ALERT_LABELS))}")
         return v
 
     @field_validator("buckets")

@@ -328,6 +328,10 @@ ACCEL_MEMORY_RATIO: Final = 0.95
 ACCEL_TEMPERATURE_CELSIUS: Final = 85.0
 
 SIDECAR_JOB: Final = "slo-monitor"
+# Labels the generated alerts set themselves (or take from the series): a deployment's own `labels:`
+# may not use these names, nor Prometheus's reserved `__` prefix.
+RESERVED_ALERT_LABELS: Final = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
+                                          "burn_rate_threshold", "role", "instance", "job", "alertname"})
 
 
 def group(deployment: str, kind: str) -> str:

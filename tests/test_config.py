@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from monitor.config import ConfigError, load_config, parse_config
@@ -130,3 +132,22 @@ def test_a_deployment_may_not_take_the_name_of_the_sidecars_own_rule_files(name)
     """`self` would write alerts/rules/self.rules.yml, and one of the two sets of rules would be lost."""
     with pytest.raises(ConfigError, match=f"alerts/rules/{name}.rules.yml"):
         parse_config({"deployments": [{"name": name}]}, "c.yaml")
+
+
+@pytest.mark.parametrize("name, says", [
+    ("te am", "not a Prometheus label name"), ("team\n", "not a Prometheus label name"),
+    ("1team", "not a Prometheus label name"), ("__name__", "reserved"), ("severity", "reserved"),
+    ("deployment", "reserved"), ("alertname", "reserved"),
+])
+def test_deployment_label_names_are_checked_and_the_error_names_file_and_field(tmp_path, name, says):
+    labels = f"labels: {{{json.dumps(name)}: x, team: inference}}"
+    p = write(tmp_path, GOOD.replace("tpot_target_seconds: 0.1", f"tpot_target_seconds: 0.1\n    {labels}"))
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(p) in str(err.value) and "deployments[0] (kimi-pd).labels" in str(err.value)
+    assert says in str(err.value) and repr(name) in str(err.value)
+
+
+def test_any_label_value_is_accepted():
+    cfg = parse_config({"deployments": [{"name": "d", "labels": {"team": "{{", "owner": "{{ $value }}", "x": 'a"b\n'}}]})
+    assert cfg.deployments[0].labels["team"] == "{{"

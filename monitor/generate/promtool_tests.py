@@ -39,6 +39,11 @@ def render(template: str, value: float, labels: dict[str, str]) -> str:
     return text.replace('{{ "{{" }}', "{{")
 
 
+def expanded_labels(rule: dict[str, Any]) -> dict[str, str]:
+    """An alert's labels as Prometheus expands them (the rule holds them escaped, see `rules.alert`)."""
+    return {k: render(v, 0.0, {}) for k, v in rule["labels"].items()}
+
+
 def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
     """Counters for one SLI; `error=None` means no traffic (flat counters)."""
     base = {"deployment": plan.deployment, "role": role}
@@ -62,7 +67,7 @@ def _expected(dep: Deployment, plan: Plan, error: float, alertname: str, pairs: 
              and (r["labels"]["long_window"], r["labels"]["short_window"]) in pairs]
     burn = error / plan.budget
     labels = {"deployment": dep.name, "sli": plan.sli}
-    return [{"exp_labels": {**labels, **r["labels"]},
+    return [{"exp_labels": {**labels, **expanded_labels(r)},
              "exp_annotations": {k: render(v, burn, labels) for k, v in r["annotations"].items()}} for r in rules]
 
 
@@ -106,7 +111,7 @@ def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
             "alert_rule_test": [
                 {"eval_time": opts.duration("2m"), "alertname": names.ALERT_TARGET_DOWN, "exp_alerts": []},
                 {"eval_time": opts.duration("6m"), "alertname": names.ALERT_TARGET_DOWN, "exp_alerts": [
-                    {"exp_labels": {**labels, **rule["labels"],
+                    {"exp_labels": {**labels, **expanded_labels(rule),
                                     "severity": "page" if role in PAGE_ROLES else "ticket"},
                      "exp_annotations": {k: render(v, 0, labels) for k, v in rule["annotations"].items()}}]}]}
 
@@ -140,7 +145,7 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
 
 
 def _fired(rule: dict[str, Any], labels: dict[str, str], value: float) -> dict[str, Any]:
-    return {"exp_labels": {**labels, **rule["labels"]},
+    return {"exp_labels": {**labels, **expanded_labels(rule)},
             "exp_annotations": {k: render(v, value, labels) for k, v in rule["annotations"].items()}}
 
 

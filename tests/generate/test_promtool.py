@@ -96,3 +96,28 @@ def test_the_shortest_and_longest_periods_give_rules_promtool_checks_and_tests(p
     assert res.returncode == 0, res.stdout + res.stderr
     res = run_tool(PROMTOOL, "test", "rules", "tests/p.test.yml", cwd=alerts)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_deployment_label_values_are_literal_text_in_the_generated_alerts(tmp_path):
+    """`team: "{{"` broke `promtool check rules`; `{{ $value }}` was executed. Both are shown as written."""
+    import yaml
+
+    from monitor.config import parse_config
+    from monitor.generate.build import generate
+    from monitor.generate.options import Options
+    from monitor.generate.writer import write
+
+    need(PROMTOOL)
+    labels = {"team": "{{", "owner": "{{ $value }}", "quoted": 'a "b" {{ $labels.job }}'}
+    cfg = parse_config({"deployments": [{"name": "p", "tpot_target_seconds": 0.04, "labels": labels,
+                                         "targets": [{"role": "server", "url": "http://10.0.0.1:30000/metrics"}]}]})
+    write(generate(cfg, Options()), tmp_path)
+    alerts = tmp_path / "alerts"
+    res = run_tool(PROMTOOL, "check", "rules", str(alerts / "rules" / "p.rules.yml"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    # The generated tests expect each alert with the labels exactly as configured; promtool agrees.
+    doc = yaml.safe_load((alerts / "tests" / "p.test.yml").read_text())
+    fired = [a for case in doc["tests"] for t in case["alert_rule_test"] for a in t["exp_alerts"]]
+    assert fired and all(labels.items() <= a["exp_labels"].items() for a in fired)
+    res = run_tool(PROMTOOL, "test", "rules", "tests/p.test.yml", cwd=alerts)
+    assert res.returncode == 0, res.stdout + res.stderr
