@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from monitor.config import Config
-from monitor.conventions import parse_duration
+from monitor.conventions import DEFAULT_BUCKETS, parse_duration
 from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
@@ -27,6 +27,7 @@ from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
 from monitor.slo.engine import DeploymentEngine
+from monitor.slo.state import fix_flag_for
 from monitor.state import LoopStatus, StatusResponse, deployment_status, loop_status, sidecar_status
 from monitor.telemetry.export import telemetry_families
 
@@ -233,9 +234,28 @@ class Sidecar:
             self.recording = None
 
 
+def say_off_edge_targets(config: Config) -> None:
+    """A target that is not an edge of the buckets the config declares (SGLang's defaults unless its
+    `buckets:` says otherwise) gives an interpolated SLI: said once at start, with the launch flag that
+    makes it exact (the status table's footer says it again from the buckets actually scraped)."""
+    for dep in config.deployments:
+        for sli in dep.slis:
+            target = dep.target_seconds(sli)
+            assert target is not None
+            flag = fix_flag_for(sli, target, tuple(dep.buckets.get(sli) or DEFAULT_BUCKETS[sli]))
+            if flag is None:
+                continue
+            whose = "the buckets its config declares" if sli in dep.buckets else "SGLang's default buckets"
+            log.log(logging.INFO if dep.approximate else logging.WARNING,
+                    "%s: %s target %g ms is not a bucket edge of %s, so its SLI is interpolated (approximate); "
+                    "for an exact one relaunch the servers with %s and give the config the same list "
+                    "(buckets: {%s: [...]})", dep.name, sli, target * 1000, whose, flag, sli)
+
+
 async def serve(config: Config, *, host: str | None = None, port: int | None = None,
                 recording_reset: bool = False) -> None:
     """Run until SIGINT/SIGTERM."""
+    say_off_edge_targets(config)
     sidecar = Sidecar(config, recording_reset=recording_reset)
     bound = await sidecar.start_http(host, port)
     otlp = sidecar.start_otlp()  # None unless sidecar.otlp_endpoint is set
