@@ -19,7 +19,7 @@ from monitor.conventions import DEFAULT_BUCKETS, parse_duration
 from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
-from monitor.observations import Observations
+from monitor.observations import Observations, say_transition
 from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
 from monitor.record.summary import state_row
 from monitor.requestlog import RequestLogReader, state_path_for
@@ -178,12 +178,14 @@ class Sidecar:
         self.request_logs.poll(now)
         for tl in self.request_logs.targets:
             st = self.observations.statuses[(tl.deployment, tl.target.id)]
+            was_up, scrapes = st.up, st.scrapes
             if tl.target.path and Path(tl.target.path).is_dir():
                 st.record_success(now, 0.0, tl.lines, 0, "request-log")
                 st.last_error = tl.last_error  # malformed lines are skipped, not fatal
             else:
                 st.record_failure(now, f"request-log directory {tl.target.path} does not exist "
                                   "(is SGLang launched with --export-metrics-to-file-dir?)", 0.0)
+            say_transition(st, was_up, scrapes)
 
     def _on_cycle(self, now: float) -> None:
         self.poll_request_logs(now)
