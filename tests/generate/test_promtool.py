@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -80,15 +81,16 @@ def test_alertmanager_routes_pages_and_inhibits_tickets(small_files):
     assert all(w["send_resolved"] for r in am["receivers"] for w in r["webhook_configs"])
 
 
-@pytest.mark.parametrize("period", ["1h", "365d"])
-def test_the_shortest_and_longest_periods_give_rules_promtool_checks_and_tests(period, tmp_path):
+def _generate_one(tmp_path: Path, **deployment) -> Path:
+    """Generate the files of one deployment `p` (one server, TPOT 40 ms, plus `deployment`) and check them
+    with promtool: its rules, and its generated rule tests. Returns the alerts directory."""
     from monitor.config import parse_config
     from monitor.generate.build import generate
     from monitor.generate.options import Options
     from monitor.generate.writer import write
 
     need(PROMTOOL)
-    cfg = parse_config({"deployments": [{"name": "p", "tpot_target_seconds": 0.04, "period": period,
+    cfg = parse_config({"deployments": [{"name": "p", "tpot_target_seconds": 0.04, **deployment,
                                          "targets": [{"role": "server", "url": "http://10.0.0.1:30000/metrics"}]}]})
     write(generate(cfg, Options()), tmp_path)
     alerts = tmp_path / "alerts"
@@ -96,28 +98,21 @@ def test_the_shortest_and_longest_periods_give_rules_promtool_checks_and_tests(p
     assert res.returncode == 0, res.stdout + res.stderr
     res = run_tool(PROMTOOL, "test", "rules", "tests/p.test.yml", cwd=alerts)
     assert res.returncode == 0, res.stdout + res.stderr
+    return alerts
+
+
+@pytest.mark.parametrize("period", ["1h", "365d"])
+def test_the_shortest_and_longest_periods_give_rules_promtool_checks_and_tests(period, tmp_path):
+    _generate_one(tmp_path, period=period)
 
 
 def test_deployment_label_values_are_literal_text_in_the_generated_alerts(tmp_path):
-    """`team: "{{"` broke `promtool check rules`; `{{ $value }}` was executed. Both are shown as written."""
+    """`team: "{{"` broke `promtool check rules`; `{{ $value }}` was executed. Both are shown as written:
+    the generated tests expect each alert with the labels exactly as configured, and promtool agrees."""
     import yaml
 
-    from monitor.config import parse_config
-    from monitor.generate.build import generate
-    from monitor.generate.options import Options
-    from monitor.generate.writer import write
-
-    need(PROMTOOL)
     labels = {"team": "{{", "owner": "{{ $value }}", "quoted": 'a "b" {{ $labels.job }}'}
-    cfg = parse_config({"deployments": [{"name": "p", "tpot_target_seconds": 0.04, "labels": labels,
-                                         "targets": [{"role": "server", "url": "http://10.0.0.1:30000/metrics"}]}]})
-    write(generate(cfg, Options()), tmp_path)
-    alerts = tmp_path / "alerts"
-    res = run_tool(PROMTOOL, "check", "rules", str(alerts / "rules" / "p.rules.yml"))
-    assert res.returncode == 0, res.stdout + res.stderr
-    # The generated tests expect each alert with the labels exactly as configured; promtool agrees.
+    alerts = _generate_one(tmp_path, labels=labels)
     doc = yaml.safe_load((alerts / "tests" / "p.test.yml").read_text())
     fired = [a for case in doc["tests"] for t in case["alert_rule_test"] for a in t["exp_alerts"]]
     assert fired and all(labels.items() <= a["exp_labels"].items() for a in fired)
-    res = run_tool(PROMTOOL, "test", "rules", "tests/p.test.yml", cwd=alerts)
-    assert res.returncode == 0, res.stdout + res.stderr

@@ -47,6 +47,14 @@ def _config(port, path):
     })
 
 
+async def _ticks(sc: Sidecar, state: dict, clock: Clock, *ticks: tuple[float, int, int]) -> None:
+    """One scrape cycle (and recording tick) per (time, good, bad) the server then reports."""
+    for t, good, bad in ticks:
+        clock.t = t
+        state.update(good=good, bad=bad)
+        await sc.run(once=True)
+
+
 def test_windows_survive_a_sidecar_restart(tmp_path):
     path = tmp_path / "rec.sqlite"
 
@@ -56,10 +64,7 @@ def test_windows_survive_a_sidecar_restart(tmp_path):
         clock = Clock(1000.0)
         try:
             sc = Sidecar(_config(port, path), clock=clock)
-            await sc.run(once=True)
-            state.update(good=90, bad=10)
-            clock.t = 1060
-            await sc.run(once=True)
+            await _ticks(sc, state, clock, (1000, 0, 0), (1060, 90, 10))
             await sc.close()
             # The SGLang server restarts while the sidecar is down: counters begin again.
             state.update(good=5, bad=5)
@@ -347,13 +352,8 @@ def test_a_recording_holding_snapshots_dated_in_the_future_restores_the_rest_and
         clock = Clock(1000.0)
         try:
             sc = Sidecar(_config(port, path), clock=clock)
-            await sc.run(once=True)
-            state.update(good=90, bad=10)
-            clock.t = 1060
-            await sc.run(once=True)
-            clock.t = 1060 + 3600  # the clock jumps an hour ahead for one tick
-            state.update(good=95, bad=10)
-            await sc.run(once=True)
+            # The clock jumps an hour ahead for the last tick ...
+            await _ticks(sc, state, clock, (1000, 0, 0), (1060, 90, 10), (1060 + 3600, 95, 10))
             await sc.close()
             clock.t = 1120  # ... and is stepped back before the restart
             state.update(good=100, bad=10)

@@ -264,14 +264,15 @@ GATEWAY_LISTENERS = {  # fixture -> (workers, healthy, circuit open) the capture
 SMG_PD_ENGINE = GATEWAY_FIXTURES / "smg_1.13.0_pd_engine_metrics.txt"
 
 
-def run_cycles(routes: dict, targets, cycles: int = 1):
-    """Serve `routes`, scrape one deployment with `targets(base_url)` `cycles` times; return the scraper."""
+def run_cycles(routes: dict, targets, cycles: int = 1, sink=Observations):
+    """Serve `routes`, scrape one deployment with `targets(base_url)` `cycles` times into `sink(config)`;
+    return the scraper."""
     async def go():
         runner, u = await serve_routes(routes)
         cfg = parse_config({"sidecar": {"scrape_interval_seconds": 2, "scrape_timeout_seconds": 2},
                             "deployments": [{"name": "d", "tpot_target_seconds": 0.04, "ttft_target_seconds": 2,
                                              "targets": targets(u)}]})
-        scraper = Scraper(cfg, Observations(cfg))
+        scraper = Scraper(cfg, sink(cfg))
         try:
             async with aiohttp.ClientSession() as s:
                 for _ in range(cycles):
@@ -460,23 +461,10 @@ class _BadApply(Observations):
 
 
 def test_a_bug_applying_one_target_fails_that_scrape_with_the_reason_and_the_cycle_goes_on(caplog):
-    async def good(request):
-        return web.Response(text=exposition(tpot=[0.03] * 10))
-
-    async def go():
-        runner, u = await serve_routes({"/good": good, "/bad": good})
-        cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
-            {"role": "server", "url": f"{u}/good"}, {"role": "server", "url": f"{u}/bad"}]}]})
-        scraper = Scraper(cfg, _BadApply(cfg))
-        try:
-            async with aiohttp.ClientSession() as s:
-                await scraper.cycle(s)
-        finally:
-            await runner.cleanup()
-        return scraper
-
+    good = fixture_handler(exposition(tpot=[0.03] * 10))
     with caplog.at_level(logging.INFO):
-        scraper = asyncio.run(go())
+        scraper = run_cycles({"/good": good, "/bad": good}, lambda u: [
+            {"role": "server", "url": f"{u}/good"}, {"role": "server", "url": f"{u}/bad"}], sink=_BadApply)
     st = {k[1].rsplit("/", 1)[-1]: v for k, v in scraper.sink.statuses.items()}
     assert st["good"].up and len(scraper.sink.engines["d"].store) == 1
     assert not st["bad"].up and st["bad"].errors == 1
