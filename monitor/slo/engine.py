@@ -169,21 +169,27 @@ class DeploymentEngine:
                 counters[cname] = sum(vals)
         return hists, counters
 
-    def snapshot(self, ts: float) -> Snapshot:
-        """Record the deployment's merged state at `ts` (once per scrape cycle)."""
+    def snapshot(self, ts: float) -> float:
+        """Record the deployment's merged state at `ts` (once per scrape cycle). Returns how far the
+        history was moved back because `ts` is before the latest snapshot (the wall clock stepped
+        back; 0.0 normally): see `SnapshotStore.append`."""
         hists, counters = self._merged()
-        snap = Snapshot(ts, hists, counters)
-        self.store.append(snap, BudgetPoint(ts, self._good(hists)))
+        moved = self.store.append(Snapshot(ts, hists, counters), BudgetPoint(ts, self._good(hists)))
         if not self._now:  # scrapes fed without a time before the first snapshot were taken now
             for acc in (*self.book.hists.values(), *self.book.scalars.values()):
                 acc.seen = acc.seen or ts
             for tid, last in self._observed.items():
                 self._observed[tid] = last or ts
+        if moved:  # the clock stepped back and the history with it: so do the times series were last seen
+            for acc in (*self.book.hists.values(), *self.book.scalars.values()):
+                acc.seen += moved
+            self._observed = {tid: last + moved for tid, last in self._observed.items()}
+            self._swept += moved
         self._now = ts
         if ts - self._swept >= EXPIRY_SWEEP_SECONDS:
             self._swept = ts
             self.expire(ts - SERIES_EXPIRY_SECONDS)
-        return snap
+        return moved
 
     def expire(self, before: float) -> None:
         """Retire the series not scraped since `before` (merged values unchanged, see SeriesBook.expire),
