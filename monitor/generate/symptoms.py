@@ -16,6 +16,7 @@ from monitor.conventions import (
     SLI_FAMILIES,
 )
 from monitor.escaping import template_literal
+from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
 from monitor.generate.plan import engine_selector, scraped_roles
 from monitor.generate.rules import alert, extra_labels, latency_means, record
@@ -112,7 +113,10 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
                  f"smg_worker_health == 0 for a worker of deployment {d}'s router.",
                  "Check the worker's /health endpoint and logs.")))
     # One group, recordings first: the alerts read them at the same evaluation (see rules.slo_groups).
-    return [{"name": names.group(dep.name, "symptoms"), "rules": [*latency_means(dep, opts), *rec, *rules]}]
+    lead = leading_rules(dep, opts)
+    lead_rec, lead_alerts = [r for r in lead if "record" in r], [r for r in lead if "alert" in r]
+    return [{"name": names.group(dep.name, "symptoms"), "rules": [*latency_means(dep, opts), *rec, *lead_rec, *rules,
+                                                                    *lead_alerts]}]
 
 
 def global_groups(opts: Options) -> list[dict[str, Any]]:

@@ -19,16 +19,20 @@ from monitor.conventions import (
     SIDECAR_WINDOWS,
     SLI_FAMILIES,
     SLI_ROLES,
+    TPOT_LEADING_WINDOW,
+    parse_duration,
 )
 from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
+from monitor.slo.leading import leading_tpot
 from monitor.slo.load import aggregate, per_dp_rank
 from monitor.slo.state import DeploymentState, compute_sli_states, good_total
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
 RATE_WINDOW = 300.0
+LEADING_WINDOW = float(parse_duration(TPOT_LEADING_WINDOW))
 EXPIRY_SWEEP_SECONDS = 60.0  # how often absent series are looked for (a pass over every accumulator)
 
 
@@ -206,7 +210,9 @@ class DeploymentEngine:
     def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:
         slis = compute_sli_states(self.deployment, self.store, now, windows)
         load = aggregate(self._gauges)
-        return DeploymentState(self.deployment.name, now, slis, load, self._rates(now))
+        target = self.deployment.tpot_target_seconds
+        leading = None if target is None else leading_tpot(self.store, load, now, LEADING_WINDOW, target)
+        return DeploymentState(self.deployment.name, now, slis, load, self._rates(now), leading)
 
     def _rates(self, now: float) -> dict[str, float]:
         latest = self.store.latest()

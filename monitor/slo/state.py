@@ -19,6 +19,7 @@ from typing import NamedTuple
 from monitor.config import Deployment
 from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, QUANTILES, SIDECAR_WINDOWS
 from monitor.slo.histogram import Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
+from monitor.slo.leading import LeadingTPOT
 from monitor.slo.windows import SnapshotStore
 
 
@@ -53,6 +54,7 @@ class DeploymentState(NamedTuple):
     slis: dict[str, SliState]
     load: dict[str, dict[str, float]]  # role -> metric -> value ("all" = deployment total)
     rates: dict[str, float]  # counter name -> per-second rate over 5m
+    leading_tpot: LeadingTPOT | None = None  # with a TPOT target: how fast running requests decode now
 
 
 def burn_rate(ratio: float | None, objective: float) -> float:
