@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -162,6 +163,13 @@ def side_by_side(tmp: Path, port: int, name: str, who: tuple[str, str], *, round
             started[w] = (proc, ready)
         for proc, ready in started.values():
             procs.wait_http(ready, proc=proc)
+        # Prometheus applies its targets ~5 s after start: measure from its first scrapes on, not its start-up.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            counts = procs.get_json(counts_url)
+            if all(counts.get(f"{name}/{w}", 0) >= 2 for w in who):  # type: ignore[union-attr]
+                break
+            time.sleep(0.2)
         time.sleep(warmup)
         for _ in range(rounds):
             c0 = procs.get_json(counts_url)
@@ -183,12 +191,12 @@ def side_by_side(tmp: Path, port: int, name: str, who: tuple[str, str], *, round
 
 
 def run_live(results: list[Result], *, rounds: int, seconds: float, warmup: float = 3.0,
-             gzip_for: str | None = None) -> dict[str, list[float]]:
+             gzip_for: str | None = None) -> dict[str, Any]:
     """The live rows of every exposition; returns the gzip comparison for the exposition named `gzip_for`."""
     if not Path(PROMETHEUS).exists():
         return {}
     tmp = Path(tempfile.mkdtemp(prefix="bench-parse-"))
-    gz: dict[str, list[float]] = {}
+    gz: dict[str, Any] = {}
     try:
         for i, res in enumerate(results):
             (tmp / f"e{i}.txt").write_text(res.expo.text)
@@ -209,6 +217,7 @@ def run_live(results: list[Result], *, rounds: int, seconds: float, warmup: floa
                         gzip.compress(body, 9)
                     gz["server_gzip"] = [(time.process_time() - t0) / 3]
                     gz["bytes"] = [float(len(body)), float(len(gzip.compress(body, 9)))]
+                    gz["name"] = res.expo.name  # type: ignore[assignment]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return gz
@@ -234,7 +243,7 @@ def goal_lines(results: list[Result]) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def render(results: list[Result], gz: dict[str, list[float]] | None = None) -> str:
+def render(results: list[Result], gz: dict[str, Any] | None = None) -> str:
     live = [r for r in results if r.live.get("ratio")]
     out = []
     if live:
@@ -252,7 +261,7 @@ def render(results: list[Result], gz: dict[str, list[float]] | None = None) -> s
     if gz and gz.get("side"):
         plain, zipped = gz["side"], gz["side-gz"]
         raw, packed = gz["bytes"]
-        out += ["", f"gzip on loopback, {live[0].expo.name if live else ''} exposition ({raw / 1e6:.2f} MB, "
+        out += ["", f"gzip on loopback, the {gz['name']} exposition ({raw / 1e6:.2f} MB, "
                 f"{packed / 1e3:.0f} kB gzipped): sidecar CPU per scrape asking for gzip "
                 f"{_range_ms(zipped)} ms vs plain {_range_ms(plain)} ms ({ratio(median(zipped), median(plain))}), "
                 f"side by side; prometheus_client gzips every scrape that asks, here "
