@@ -18,7 +18,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench import procs

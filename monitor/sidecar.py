@@ -249,10 +249,10 @@ def keep_scrape_buffers() -> None:
     By default it gives a large freed block back to the OS at once (munmap, or trimming the heap), so
     every 1.5 MB body was faulted in again page by page: ~750 page faults and ~3.5 ms of kernel time per
     scrape of the 32-DP-rank anchor, a third of the sidecar's whole cost (bench/RESULTS.md). Blocks up
-    to 8 MB now come from the heap, which is trimmed only beyond 64 MB free: RSS keeps at most that."""
+    to 8 MB now come from the heap, which is trimmed only beyond 32 MB free: RSS keeps at most that."""
     try:
         libc = ctypes.CDLL("libc.so.6")
-        ok = libc.mallopt(M_MMAP_THRESHOLD, 8 << 20) and libc.mallopt(M_TRIM_THRESHOLD, 64 << 20)
+        ok = libc.mallopt(M_MMAP_THRESHOLD, 8 << 20) and libc.mallopt(M_TRIM_THRESHOLD, 32 << 20)
     except (OSError, AttributeError):  # not glibc (musl, macOS): its own defaults stay
         ok = False
     if not ok:

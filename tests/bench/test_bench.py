@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from bench import detection, fleet, leading, parse_cpu, table
+from bench import big, detection, fleet, leading, parse_cpu, table
 from bench.expositions import Exposition, fixture_text, replicate
 
 
@@ -68,3 +68,10 @@ def test_table_statistics():
     assert table.median([3, 1, 2]) == 2
     assert table.iqr([1, 2, 3, 4, 5]) == (2, 4)
     assert table.ratio(1, 0) == "–"
+
+
+def test_big_target_benchmark_runs_small():
+    res = big.run(interval=1.0, cycles=2, scale=0.02)
+    assert [r["kind"] for r in res] == list(big.CASES) and all(r["healthz"] for r in res)
+    assert res[0]["big_up"] and res[1]["big_up"]  # 2 % of each: under the series limit
+    assert "/healthz p50 / p99 / max ms" in big.render(res) and len(big.goal_lines(res)) == 2
