@@ -17,7 +17,7 @@ from monitor.config import Deployment
 from monitor.conventions import BURN_RATE_ALERTS, REQUEST_ROLES, format_le, parse_duration
 from monitor.escaping import matchers
 from monitor.generate.options import Options
-from monitor.generate.plan import GoodputPlan, Plan, engine_selector, scraped_roles
+from monitor.generate.plan import AvailabilityPlan, GoodputPlan, Plan, engine_selector, scraped_roles
 from monitor.generate.rules import burn_alerts, burn_factor
 from monitor.generate.symptoms import PAGE_ROLES, symptom_groups
 from monitor.promql import format_number, selector
@@ -36,8 +36,43 @@ def render(template: str, value: float, labels: dict[str, str]) -> str:
     return text.replace('{{ "{{" }}', "{{")
 
 
+def _counter(metric: str, labels: dict[str, str], per_step: float, steps: int) -> dict[str, str]:
+    return {"series": selector(metric, labels), "values": f"0+{format_number(per_step)}x{steps}"}
+
+
+def _availability_series(plan: AvailabilityPlan, error: float | None, steps: int) -> list[dict[str, str]]:
+    """The gateway's counters as its version writes them (docs/gateways.md): failures of every kind the SLI
+    counts, and around them what it must not count (client disconnects, 4xx, the gateway's own endpoints)."""
+    base = {"deployment": plan.deployment, "role": "router", "instance": "10.0.0.3:29000", "job": "sglang-router"}
+    total = 0.0 if error is None else TOTAL_PER_STEP
+    bad = 0.0 if error is None else TOTAL_PER_STEP * error
+    resp, errors = names.SMG_HTTP_RESPONSES, names.SMG_ROUTER_ERRORS
+    if plan.gateway == names.GATEWAY_SGLANG_ROUTER:
+        def code(status: str, n: float) -> dict[str, str]:
+            return _counter(resp, {**base, "status_code": status, "error_code": ""}, n, steps)
+        return [_counter(names.SMG_ROUTER_REQUESTS, {**base, "endpoint": "generate", "streaming": "true"}, total, steps),
+                code("200", total - bad + 50), code("500", bad), code("408", 0.02 * total)]
+    # smg 1.13: half the failures are a worker's 500 passed through (status 500, no error_code, and a
+    # backend_error), a quarter the gateway's own 503, a quarter streams broken mid-body (200 + backend_error).
+    passed, own = bad / 2, bad / 4
+    disconnects, full = 0.05 * total, 0.02 * total
+
+    def answered(path: str, status: str, error_code: str, n: float) -> dict[str, str]:
+        return _counter(resp, {**base, "path": path, "status_code": status, "error_code": error_code}, n, steps)
+    return [answered("/generate", "200", "", total - passed - own - disconnects - full),
+            answered("/generate", "500", "", passed),
+            answered("/generate", "503", "no_available_workers", own),
+            answered("/generate", "499", "client_closed_request", disconnects),
+            answered("/generate", "429", "admission_queue_full", full),
+            answered("/health_generate", "503", "no_workers", 50.0),
+            answered("/readiness", "503", "", 50.0),
+            _counter(errors, {**base, "endpoint": "generate", "error_type": "backend_error"}, bad - own, steps)]
+
+
 def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
     """Counters for one SLI; `error=None` means no traffic (flat counters)."""
+    if isinstance(plan, AvailabilityPlan):
+        return _availability_series(plan, error, steps)
     base = {"deployment": plan.deployment, "role": role}
     total = 0.0 if error is None else TOTAL_PER_STEP
     good = 0.0 if error is None else TOTAL_PER_STEP * (1 - error)

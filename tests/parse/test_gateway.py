@@ -70,7 +70,7 @@ def test_every_gateway_capture_parses_like_prometheus_client_sample_for_sample(p
         (canonical_name(s.name), tuple(sorted((k, v) for k, v in s.labels.items() if k not in DROPPED_LABELS)),
          s.value)
         for fam in text_string_to_metric_families(text) for s in fam.samples)
-    assert len(ours) > 100 and ours == theirs
+    assert len(ours) > 50 and ours == theirs  # the smallest, 0.3.2 after one admission probe, has 88
 
 
 def test_the_0_3_2_engine_metrics_500_body_is_refused_on_its_first_line():
