@@ -28,12 +28,12 @@ def _fmt_q(q: float) -> str:
 def families_from_status(status: StatusResponse) -> Iterator[Metric]:
     D, DS, DSW = ["deployment"], ["deployment", "sli"], ["deployment", "sli", "window"]
     target = GaugeMetricFamily(C.M_SLI_TARGET, "SLO latency target of each SLI, from the recipe or config.", labels=DS)
-    objective = GaugeMetricFamily(C.M_OBJECTIVE, "SLO objective: share of events that must meet the target.", labels=DS)
+    objective = GaugeMetricFamily(C.M_OBJECTIVE, "SLO objective: share of events that must meet the target (availability: succeed).", labels=DS)
     edge = GaugeMetricFamily(C.M_TARGET_IS_EDGE, "1 when the target is a bucket edge of SGLang's histogram (exact SLI), 0 when interpolated.", labels=DS)
-    good = GaugeMetricFamily(C.M_GOOD_RATIO, "Share of events in the window at or under the target (SLI).", labels=DSW)
+    good = GaugeMetricFamily(C.M_GOOD_RATIO, "Share of events in the window at or under the target (SLI); for availability, of requests without a server-side failure.", labels=DSW)
     lower = GaugeMetricFamily(C.M_GOOD_RATIO_LOWER, "Lower bound of the SLI when the target is not a bucket edge.", labels=DSW)
     upper = GaugeMetricFamily(C.M_GOOD_RATIO_UPPER, "Upper bound of the SLI when the target is not a bucket edge.", labels=DSW)
-    events = GaugeMetricFamily(C.M_EVENTS, "Events (requests, or tokens for ITL) observed in the window.", labels=DSW)
+    events = GaugeMetricFamily(C.M_EVENTS, "Events (requests, or tokens for ITL; for availability the requests the gateway answered) observed in the window.", labels=DSW)
     burn = GaugeMetricFamily(C.M_BURN_RATE, "Error-budget burn rate over the window: (1 - SLI) / (1 - objective).", labels=DSW)
     budget = GaugeMetricFamily(C.M_BUDGET_REMAINING, "Error budget left over the SLO period (or the history the sidecar has), as a ratio; negative when overspent.", labels=DS)
     # A summary per window: quantiles (histogram_quantile semantics) plus the window's sum and count.
@@ -84,6 +84,20 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                         quant.add_sample(C.M_LATENCY_QUANTILE + "_sum", lab, total)
                 if _ok(w.mean_seconds):
                     mean.add_metric(lw, w.mean_seconds)  # type: ignore[arg-type]
+        a = dep.availability
+        if a is not None:  # the availability SLI, under the same families as the latency SLIs (sli label)
+            ls = [dep.name, a.sli]
+            objective.add_metric(ls, a.objective)
+            if _ok(a.error_budget_remaining):
+                budget.add_metric(ls, a.error_budget_remaining)  # type: ignore[arg-type]
+            for aw in a.windows:
+                lw = [*ls, aw.window]
+                if _ok(aw.requests):
+                    events.add_metric(lw, aw.requests)  # type: ignore[arg-type]
+                if _ok(aw.burn_rate):
+                    burn.add_metric(lw, aw.burn_rate)  # type: ignore[arg-type]
+                if _ok(aw.good_ratio):
+                    good.add_metric(lw, aw.good_ratio)  # type: ignore[arg-type]
         for role, metrics in sorted(dep.load.items()):
             for metric, v in sorted(metrics.items()):
                 load.add_metric([dep.name, role, metric], v)

@@ -5,6 +5,8 @@ Semantics follow Sloth/Pyrra and the SRE workbook:
   burn rate          = (1 - SLI) / (1 - objective)        (1.0 spends the budget exactly over the period)
   budget remaining   = 1 - bad / (total * (1 - objective)) over the period (or the history we have)
 An empty window has no SLI (None: nothing is exported, nothing pages) and a burn rate of 0.
+The availability SLI is the same arithmetic over two counters instead of a histogram: good = requests -
+failed requests in the window (never below 0), as the generated rules compute it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from monitor.config import Deployment
-from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, QUANTILES, SIDECAR_WINDOWS
+from monitor.conventions import (
+    AVAILABILITY_SLI,
+    BUCKET_FLAGS,
+    DEFAULT_BUCKETS,
+    GATEWAY_FAILED,
+    GATEWAY_REQUESTS,
+    QUANTILES,
+    SIDECAR_WINDOWS,
+)
 from monitor.slo.histogram import Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
 from monitor.slo.windows import SnapshotStore
 
@@ -44,12 +54,34 @@ class SliState(NamedTuple):
     budget_covered_seconds: float
 
 
+class RatioWindow(NamedTuple):
+    """One window of a counter-pair SLI (availability): events and failed events counted in it."""
+
+    window: str
+    seconds: float
+    covered_seconds: float
+    events: float
+    failed: float
+    good_ratio: float | None
+    burn_rate: float
+
+
+class AvailabilityState(NamedTuple):
+    sli: str  # conventions.AVAILABILITY_SLI: the `sli` label of its series
+    gateway: str
+    objective: float
+    windows: dict[str, RatioWindow]
+    budget_remaining: float | None
+    budget_covered_seconds: float
+
+
 class DeploymentState(NamedTuple):
     deployment: str
     ts: float
     slis: dict[str, SliState]
     load: dict[str, dict[str, float]]  # role -> metric -> value ("all" = deployment total)
     rates: dict[str, float]  # counter name -> per-second rate over 5m
+    availability: AvailabilityState | None = None
 
 
 def burn_rate(ratio: float | None, objective: float) -> float:
@@ -96,6 +128,46 @@ def budget_remaining(good_now: tuple[float, float], good_then: tuple[float, floa
         return None
     bad = max(total - good, 0.0)
     return 1.0 - bad / (total * (1.0 - objective))
+
+
+def availability_good_total(counters: Mapping[str, float]) -> tuple[float, float] | None:
+    """(good, total) requests so far from the sidecar's two gateway counters; None before the first request."""
+    total = counters.get(GATEWAY_REQUESTS)
+    if total is None:
+        return None
+    return max(total - counters.get(GATEWAY_FAILED, 0.0), 0.0), total
+
+
+def ratio_window(name: str, seconds: float, covered: float, now: Mapping[str, float], start: Mapping[str, float],
+                 objective: float) -> RatioWindow:
+    """A window's events and failures from cumulative counters; one missing at the start was born since."""
+    events = max(now.get(GATEWAY_REQUESTS, 0.0) - start.get(GATEWAY_REQUESTS, 0.0), 0.0)
+    failed = max(now.get(GATEWAY_FAILED, 0.0) - start.get(GATEWAY_FAILED, 0.0), 0.0)
+    ratio = max(events - failed, 0.0) / events if events > 0 else None
+    return RatioWindow(name, seconds, covered, events, failed, ratio, burn_rate(ratio, objective))
+
+
+def compute_availability(dep: Deployment, store: SnapshotStore, now: float,
+                         windows: Mapping[str, int] = SIDECAR_WINDOWS) -> AvailabilityState | None:
+    """The availability SLI over the sidecar windows and the SLO period, when the deployment has one."""
+    latest = store.latest()
+    if dep.availability_objective is None or latest is None:
+        return None
+    objective = dep.availability_objective
+    oldest = store.oldest()
+    wins: dict[str, RatioWindow] = {}
+    for wname, secs in windows.items():
+        start = store.window_start(now, secs)
+        covered = now - start.ts if start else 0.0
+        if start is oldest and oldest is not None and oldest.ts > now - secs:
+            covered = now - oldest.ts
+        wins[wname] = ratio_window(wname, secs, min(covered, secs), latest.counters,
+                                   start.counters if start else {}, objective)
+    bp = store.budget_start(now, dep.period_seconds)
+    now_gt = availability_good_total(latest.counters)
+    remaining = None if now_gt is None else budget_remaining(
+        now_gt, bp.good.get(AVAILABILITY_SLI) if bp else None, objective)
+    return AvailabilityState(AVAILABILITY_SLI, dep.gateway, objective, wins, remaining, (now - bp.ts) if bp else 0.0)
 
 
 def good_total(h: Hist, target: float) -> tuple[float, float]:
