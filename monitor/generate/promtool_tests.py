@@ -143,6 +143,42 @@ def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
                      "exp_annotations": {k: render(v, 0, labels) for k, v in rule["annotations"].items()}}]}]}
 
 
+def _symptom_case(dep: Deployment, opts: Options, name: str, alertname: str, series: dict[str, str],
+                  quiet_at: int, firing_at: int, fired: dict[str, str], value: float) -> dict[str, Any]:
+    """One symptom alert over 1-minute samples: quiet at `quiet_at` minutes, firing with `fired` labels later."""
+    rule = next(r for g in symptom_groups(dep, opts) for r in g["rules"] if r.get("alert") == alertname)
+    labels = {**rule["labels"], **fired}
+    return {"name": f"{dep.name}: {name}", "interval": opts.duration("1m"),
+            "input_series": [{"series": s, "values": v} for s, v in series.items()],
+            "alert_rule_test": [
+                {"eval_time": opts.duration(quiet_at * 60), "alertname": alertname, "exp_alerts": []},
+                {"eval_time": opts.duration(firing_at * 60), "alertname": alertname, "exp_alerts": [
+                    {"exp_labels": labels,
+                     "exp_annotations": {k: render(v, value, labels) for k, v in rule["annotations"].items()}}]}]}
+
+
+def _gateway_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+    """A circuit breaker that opens pages nothing for a minute, then tickets; PD rendezvous failures at smg
+    1.13's registration probe (one per prefill without a bootstrap listener) never fire, a bootstrap-phase one
+    does."""
+    if not dep.router_targets:
+        return []
+    base = {"deployment": dep.name, "role": "router", "instance": "10.0.0.3:29000", "job": "sglang-router"}
+    worker = {**base, "worker": "http://10.0.0.9:30000"}
+    cases = [_symptom_case(dep, opts, "gateway circuit breaker open", names.ALERT_GATEWAY_CIRCUIT_OPEN,
+                           {selector(names.SMG_WORKER_CB_STATE, worker): "0 0 1x6"}, 2, 5, worker, 1.0)]
+    if dep.mode == "pd-disaggregated" and names.gateway_has(dep.gateway, names.SMG_PD_RENDEZVOUS_FAILURES):
+        failures = names.SMG_PD_RENDEZVOUS_FAILURES
+        probe = {**base, "leg": "prefill", "phase": names.RENDEZVOUS_PROBE_PHASE}
+        bootstrap = {**base, "leg": "decode", "phase": "bootstrap"}
+        cases.append(_symptom_case(
+            dep, opts, "PD rendezvous failures: registration probes stay quiet, a bootstrap failure pages",
+            names.ALERT_GATEWAY_PD_FAILURES,
+            {selector(failures, probe): "0 1 2x9", selector(failures, bootstrap): "0x5 2x5"}, 5, 8,
+            {"deployment": dep.name, "leg": "decode", "phase": "bootstrap"}, 2.0))
+    return cases
+
+
 def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str, Any]:
     role = engine_selector(dep, REQUEST_ROLES)["role"].split("|")[0]  # a role whose series feed the SLIs
     period = parse_duration(dep.period)
@@ -167,5 +203,6 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
     down = _target_down_case(dep, opts)
     if down:
         tests.append(down)
+    tests += _gateway_cases(dep, opts)
     return {"rule_files": [f"../{names.rules_file(dep.name)}"], "evaluation_interval": opts.duration(STEP),
             "tests": tests}
