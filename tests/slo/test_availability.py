@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,6 +11,7 @@ from monitor.config import parse_config
 from monitor.conventions import GATEWAY_FAILED, GATEWAY_REQUESTS
 from monitor.parse.exposition import parse
 from monitor.parse.gateway import ROUTER_WANTED
+from monitor.record.codec import book_from, book_to, snapshot_from, snapshot_to
 from monitor.slo.engine import DeploymentEngine
 from monitor.slo.state import ratio_window
 from tests.conftest import GATEWAY_FIXTURES
@@ -138,11 +140,13 @@ def test_the_window_never_goes_below_zero_good():
 
 
 def test_history_and_accumulators_survive_a_sidecar_restart():
+    """Through the recording's codec, as `run` with a recording_path restores them."""
     dep = _dep()
     first = DeploymentEngine(dep)
     feed(first, [smg(100), smg(200, own=4)])
     second = DeploymentEngine(dep)
-    assert second.restore(list(first.store.snapshots()), first.book) == 2
+    snaps = [snapshot_from(json.loads(json.dumps(snapshot_to(s)))) for s in first.store.snapshots()]
+    assert second.restore(snaps, book_from(json.loads(json.dumps(book_to(first.book))))) == 2
     second.observe_gateway(dep.targets[0], parse(smg(300, own=6), ROUTER_WANTED))
     second.snapshot(120.0)
     w = second.state(120.0).availability.windows["5m"]  # type: ignore[union-attr]
