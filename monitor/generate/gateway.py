@@ -56,24 +56,22 @@ def gateway_alerts(dep: Deployment, opts: Options, base: dict[str, str]) -> list
                    "Check the worker's logs and its 5xx answers on the deployment dashboard's Gateway row; with "
                    "every breaker open the gateway answers 503 no_available_workers (the availability SLO burns).")),
     ]
-    if gateway_has(gw, SMG_OVERLOAD_SHED):
-        rules.append(alert(
-            names.ALERT_GATEWAY_SHEDDING, _increase(SMG_OVERLOAD_SHED, eq, "deployment, stage", five),
-            None, {**base, "severity": "ticket"},
-            _ann(f"{d}: the gateway sheds load at {{{{ $labels.stage }}}} ({{{{ $value | printf \"%.0f\" }}}} in "
-                 f"{five})",
-                 f"{SMG_OVERLOAD_SHED} increased: smg refused requests of deployment {d} because its workers are "
-                 "over the overload thresholds (--worker-overload-waiting-requests / --worker-overload-token-usage).",
-                 "Add decode capacity or lower the load; see the workers' queues and KV-cache usage.")))
-    if gateway_has(gw, SMG_ADMISSION_REJECTED):
-        rules.append(alert(
-            names.ALERT_GATEWAY_SHEDDING, _increase(SMG_ADMISSION_REJECTED, eq, "deployment, reason", five),
-            None, {**base, "severity": "ticket"},
-            _ann(f"{d}: the gateway rejects requests at admission ({{{{ $labels.reason }}}}: "
-                 f"{{{{ $value | printf \"%.0f\" }}}} in {five})",
-                 f"{SMG_ADMISSION_REJECTED} increased: with --max-concurrent-requests set, smg answered requests of "
-                 f"deployment {d} 429 admission_queue_full (reason full) or 503 admission_queue_timeout (timeout).",
-                 "Raise --max-concurrent-requests / --queue-size if the workers have headroom, else add capacity.")))
+    shedding = (
+        (SMG_OVERLOAD_SHED, "stage", f"{d}: the gateway sheds load at {{{{ $labels.stage }}}}",
+         f"{SMG_OVERLOAD_SHED} increased: smg refused requests of deployment {d} because its workers are over the "
+         "overload thresholds (--worker-overload-waiting-requests / --worker-overload-token-usage).",
+         "Add decode capacity or lower the load; see the workers' queues and KV-cache usage."),
+        (SMG_ADMISSION_REJECTED, "reason", f"{d}: the gateway rejects requests at admission ({{{{ $labels.reason }}}})",
+         f"{SMG_ADMISSION_REJECTED} increased: with --max-concurrent-requests set, smg answered requests of "
+         f"deployment {d} 429 admission_queue_full (reason full) or 503 admission_queue_timeout (timeout).",
+         "Raise --max-concurrent-requests / --queue-size if the workers have headroom, else add capacity."),
+    )
+    for family, by, summary, description, runbook in shedding:
+        if gateway_has(gw, family):
+            rules.append(alert(
+                names.ALERT_GATEWAY_SHEDDING, _increase(family, eq, f"deployment, {by}", five), None,
+                {**base, "severity": "ticket"},
+                _ann(f"{summary}: {{{{ $value | printf \"%.0f\" }}}} in {five}", description, runbook)))
     if dep.mode == "pd-disaggregated" and gateway_has(gw, SMG_PD_RENDEZVOUS_FAILURES):
         # The probe phase is counted once per prefill whose bootstrap port refused smg's registration probe (a
         # worker without a bootstrap listener, as the emulator): not a request failure, never paged on.

@@ -110,9 +110,9 @@ def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
     }
 
 
-def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
-    """The goodput SLO over the sidecar's two request-log counters (good = met every target)."""
-    eq = {"deployment": dep.name}
+def _counter_document(dep: Deployment, plan: GoodputPlan | AvailabilityPlan, description: str,
+                      queries: dict[str, str], objective: str) -> dict[str, Any]:
+    """An SLO over counters (`queries`: good or bad, and total) with no latency target of its own."""
     return {
         "apiVersion": API_VERSION,
         "kind": "SLO",
@@ -123,24 +123,27 @@ def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
             "annotations": {A_DEPLOYMENT: json.dumps(_carried(dep), sort_keys=True)},
         },
         "spec": {
-            "description": f"{dep.name}: {plan.describe()} over {dep.period}, counted per request from SGLang's "
-                           "request log by slo-monitor",
+            "description": description,
             "service": dep.name,
             "indicator": {
                 "metadata": {"name": object_name(dep.name, plan.sli, "sli")},
-                "spec": {"ratioMetric": {
-                    "counter": True,
-                    "good": {"metricSource": {"type": "Prometheus",
-                                              "spec": {"query": selector(plan.good_metric, eq)}}},
-                    "total": {"metricSource": {"type": "Prometheus",
-                                               "spec": {"query": selector(plan.total_metric, eq)}}},
-                }},
+                "spec": {"ratioMetric": {"counter": True, **{
+                    key: {"metricSource": {"type": "Prometheus", "spec": {"query": q}}} for key, q in queries.items()}}},
             },
             "timeWindow": [{"duration": dep.period, "isRolling": True}],
             "budgetingMethod": "Occurrences",
-            "objectives": [{"displayName": "requests meeting every target", "target": plan.objective}],
+            "objectives": [{"displayName": objective, "target": plan.objective}],
         },
     }
+
+
+def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
+    """The goodput SLO over the sidecar's two request-log counters (good = met every target)."""
+    eq = {"deployment": dep.name}
+    return _counter_document(
+        dep, plan, f"{dep.name}: {plan.describe()} over {dep.period}, counted per request from SGLang's request log "
+        "by slo-monitor", {"good": selector(plan.good_metric, eq), "total": selector(plan.total_metric, eq)},
+        "requests meeting every target")
 
 
 def _counter_sum(selectors: list[str]) -> str:
@@ -154,33 +157,11 @@ def availability_document(dep: Deployment, plan: AvailabilityPlan) -> dict[str, 
     """The availability SLO over the gateway's counters (failed requests as `bad`), per its version."""
     router = {"deployment": dep.name, "role": "router"}
     spec = plan.series
-    total = matched_selector(spec.total.family, router, spec.total.matchers)
-    bad = _counter_sum([matched_selector(m.family, router, m.matchers) for m in spec.bad])
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "SLO",
-        "metadata": {
-            "name": object_name(dep.name, plan.sli),
-            "displayName": f"{dep.name} {plan.title}",
-            "labels": {"deployment": dep.name, "sli": plan.sli},
-            "annotations": {A_DEPLOYMENT: json.dumps(_carried(dep), sort_keys=True)},
-        },
-        "spec": {
-            "description": f"{dep.name}: {plan.describe()} over {dep.period}",
-            "service": dep.name,
-            "indicator": {
-                "metadata": {"name": object_name(dep.name, plan.sli, "sli")},
-                "spec": {"ratioMetric": {
-                    "counter": True,
-                    "bad": {"metricSource": {"type": "Prometheus", "spec": {"query": bad}}},
-                    "total": {"metricSource": {"type": "Prometheus", "spec": {"query": total}}},
-                }},
-            },
-            "timeWindow": [{"duration": dep.period, "isRolling": True}],
-            "budgetingMethod": "Occurrences",
-            "objectives": [{"displayName": "requests without a server-side failure", "target": plan.objective}],
-        },
-    }
+    return _counter_document(
+        dep, plan, f"{dep.name}: {plan.describe()} over {dep.period}",
+        {"bad": _counter_sum([matched_selector(m.family, router, m.matchers) for m in spec.bad]),
+         "total": matched_selector(spec.total.family, router, spec.total.matchers)},
+        "requests without a server-side failure")
 
 
 def render_openslo(config: Config) -> dict[str, str]:

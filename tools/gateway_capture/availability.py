@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -42,8 +41,10 @@ from tools.gateway_capture.capture import (
     Client,
     changes,
     generate,
+    merged_into,
     samples,
     scrape,
+    shutdown,
     worker_metrics,
 )
 from tools.gateway_capture.worker import CaptureWorker
@@ -106,8 +107,7 @@ async def _start(gateway_name: str, roles: list[str], logs: Path, tag: str,
     try:
         await asyncio.to_thread(router.start, 60)
     except BaseException:
-        for w in workers:
-            await w.stop()
+        await shutdown(router, workers)
         raise
     return router, workers, [Path(argv[0]).name, *argv[1:]]
 
@@ -151,9 +151,7 @@ async def workers_down(gateway_name: str, mode: str, out: Path, logs: Path) -> d
         (out / f"{FILE_PREFIX[gateway_name]}_{mode}_workers_down_metrics.txt").write_text(metrics)
         result["probes"] = run.probes
     finally:
-        await asyncio.to_thread(router.stop)
-        for w in workers:
-            await w.stop()
+        await shutdown(router, workers)
     return result
 
 
@@ -172,9 +170,7 @@ async def admission(gateway_name: str, out: Path, logs: Path) -> dict[str, Any]:
         (out / f"{FILE_PREFIX[gateway_name]}_regular_admission_metrics.txt").write_text(metrics)
         result["probes"] = run.probes
     finally:
-        await asyncio.to_thread(router.stop)
-        for w in workers:
-            await w.stop()
+        await shutdown(router, workers)
     return result
 
 
@@ -182,14 +178,13 @@ async def main_async(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     logs = Path(tempfile.mkdtemp(prefix="gateway-availability-"))
-    path = out / "availability.json"
-    doc = json.loads(path.read_text()) if path.exists() else {}
+    runs = {}
     for gateway in args.gateway or GATEWAYS:
         print(f"capturing {gateway} (router logs in {logs})", file=sys.stderr)
         for mode in ("regular", "pd"):
-            doc[f"{gateway} {mode} workers-down"] = await workers_down(gateway, mode, out, logs)
-        doc[f"{gateway} regular admission"] = await admission(gateway, out, logs)
-    path.write_text(json.dumps(dict(sorted(doc.items())), indent=1) + "\n")
+            runs[f"{gateway} {mode} workers-down"] = await workers_down(gateway, mode, out, logs)
+        runs[f"{gateway} regular admission"] = await admission(gateway, out, logs)
+    merged_into(out / "availability.json", runs)
     return 0
 
 
