@@ -39,7 +39,7 @@ def _sli_cells(s: SliStatus | None) -> list[str]:
 
 
 def _state(d: DeploymentStatus) -> tuple[str, str]:
-    if any(t.up is False and not t.placeholder for t in d.targets if t.role in ENGINE_ROLES):
+    if any(not t.up and not t.placeholder and t.scrapes for t in d.targets if t.role in ENGINE_ROLES):
         return "DOWN", RED
     if any(s.breaching for s in d.slis) or (d.availability is not None and d.availability.breaching):
         return "BREACH", RED
@@ -49,6 +49,10 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
         return "BURNING", YELLOW
     if all(t.placeholder for t in d.targets) and d.targets:
         return "UNSET", DIM
+    empty = [w.events is None and w.burn_rate is None for s in d.slis for w in s.windows]
+    empty += [w.requests is None and w.burn_rate is None for w in (d.availability.windows if d.availability else [])]
+    if empty and all(empty):
+        return "NO DATA", DIM  # nothing measured yet (or any more): not an OK with burn 0.0x
     return "OK", GREEN
 
 

@@ -212,12 +212,13 @@ class DeploymentEngine:
                                                        for k in self._gateway_keys[GATEWAY_FAILED]) if v is not None)
         return hists, counters
 
-    def snapshot(self, ts: float) -> Snapshot:
-        """Record the deployment's merged state at `ts` (once per scrape cycle)."""
+    def snapshot(self, ts: float) -> float:
+        """Record the deployment's merged state at `ts` (once per scrape cycle). Returns how far the
+        history was moved back because `ts` is before the latest snapshot (the wall clock stepped
+        back; 0.0 normally): see `SnapshotStore.append`."""
         hists, counters = self._merged()
         snap = Snapshot(ts, hists, counters)
-        self.store.append(snap, BudgetPoint(ts, self._good(snap)))
-        return snap
+        return self.store.append(snap, BudgetPoint(ts, self._good(snap)))
 
     def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:
         slis = compute_sli_states(self.deployment, self.store, now, windows)

@@ -151,3 +151,11 @@ def test_history_and_accumulators_survive_a_sidecar_restart():
     second.snapshot(120.0)
     w = second.state(120.0).availability.windows["5m"]  # type: ignore[union-attr]
     assert (w.events, w.failed) == (206.0, 6.0)
+
+
+def test_before_the_second_scrape_the_windows_have_no_data_not_a_perfect_ratio():
+    engine = DeploymentEngine(_dep())
+    assert engine.state(0.0).availability is not None  # listed before the first scrape
+    feed(engine, [smg(10)])
+    w = engine.state(0.0).availability.windows["5m"]  # type: ignore[union-attr]
+    assert math.isnan(w.events) and w.good_ratio is None and math.isnan(w.burn_rate)
