@@ -14,7 +14,7 @@ from monitor import __version__
 from monitor.config import Deployment
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
-from monitor.slo.state import DeploymentState, SliState
+from monitor.slo.state import AvailabilityState, DeploymentState, SliState
 
 
 def _f(x: float | None) -> float | None:
@@ -84,6 +84,28 @@ class GoodputWindowStatus(BaseModel):
     objective: float | None  # the goodput SLO, when the deployment has one
 
 
+class AvailabilityWindowStatus(BaseModel):
+    window: str
+    seconds: float
+    covered_seconds: float
+    requests: float | None  # answered by the gateway in the window (its version's definition)
+    failed: float | None  # of those, with a server-side failure
+    good_ratio: float | None  # None for an empty window
+    burn_rate: float | None
+
+
+class AvailabilityStatus(BaseModel):
+    """The gateway availability SLI (sli="availability"), from the router target's counters."""
+
+    sli: str
+    gateway: str  # the version whose counters are read (the config's `gateway:`)
+    objective: float
+    error_budget_remaining: float | None
+    budget_covered_seconds: float
+    breaching: bool  # the shortest window's SLI is under the objective
+    windows: list[AvailabilityWindowStatus]
+
+
 class DeploymentStatus(BaseModel):
     name: str
     model: str
@@ -96,6 +118,7 @@ class DeploymentStatus(BaseModel):
     targets: list[TargetStatusModel]
     warnings: list[str]
     goodput: list[GoodputWindowStatus] = []  # empty without a request-log target
+    availability: AvailabilityStatus | None = None  # without availability_objective: none
 
 
 class LoopStatus(BaseModel):
@@ -146,6 +169,18 @@ def sli_status(s: SliState) -> SliStatus:
     )
 
 
+def availability_status(a: AvailabilityState) -> AvailabilityStatus:
+    first = next(iter(a.windows.values()), None)
+    return AvailabilityStatus(
+        sli=a.sli, gateway=a.gateway, objective=a.objective,
+        error_budget_remaining=_f(a.budget_remaining), budget_covered_seconds=a.budget_covered_seconds,
+        breaching=bool(first and first.good_ratio is not None and first.good_ratio < a.objective),
+        windows=[AvailabilityWindowStatus(window=w.window, seconds=w.seconds, covered_seconds=w.covered_seconds,
+                                          requests=_f(w.events), failed=_f(w.failed), good_ratio=_f(w.good_ratio),
+                                          burn_rate=_f(w.burn_rate)) for w in a.windows.values()],
+    )
+
+
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
@@ -171,6 +206,7 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
         rates={k: v for k, v in state.rates.items() if _f(v) is not None},
         targets=[target_status(t) for t in targets],
         warnings=list(dep.warnings),
+        availability=availability_status(state.availability) if state.availability is not None else None,
     )
 
 

@@ -64,8 +64,10 @@ def _with_sidecar(cfg: Config, listen: str, interval: float, recording: str) -> 
     return cfg.model_copy(update={"sidecar": side})
 
 
-def _drop_router_targets(cfg: Config, keep: set[str]) -> Config:
-    deps = [d if d.name in keep else d.model_copy(update={"targets": [t for t in d.targets if t.role != "router"]})
+def _drop_router_targets(cfg: Config, keep: set[str], gateway: str) -> Config:
+    """Router targets only where a gateway runs, each saying which one (the sidecar reads its version's counters)."""
+    deps = [d.model_copy(update={"targets": [t.model_copy(update={"gateway": gateway}) if t.role == "router" else t
+                                             for t in d.targets if t.role != "router" or d.name in keep]})
             for d in cfg.deployments]
     return cfg.model_copy(update={"deployments": deps})
 
@@ -102,7 +104,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             except Exception as err:  # the demo goes on without the router, and says so on the screen
                 router_line = f"NO GATEWAY: {args.gateway} did not start, {pd.name} runs without one: {err}"
                 log.warning("%s", router_line)
-        cfg = _drop_router_targets(cfg, with_router)
+        cfg = _drop_router_targets(cfg, with_router, args.gateway)
         cfg = _with_sidecar(cfg, args.listen, args.interval, args.recording or str(tmp / "recording.sqlite"))
         sidecar = Sidecar(cfg)
         port = await sidecar.start_http()

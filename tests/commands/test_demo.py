@@ -100,3 +100,17 @@ def test_demo_puts_the_real_smg_1_13_in_front_of_the_pd_pair_by_default(capsys):
     _run_demo_in_process(_demo_args())
     out = capsys.readouterr().out
     assert "real gateway smg 1.13." in out and "/gateways/smg-1.13.0/bin/smg" in out
+
+
+def test_the_demos_router_targets_say_which_gateway_runs_there():
+    from monitor.commands.demo import _drop_router_targets
+    from monitor.config import parse_config
+
+    router = {"role": "router", "url": "http://127.0.0.1:2/metrics"}
+    cfg = parse_config({"deployments": [
+        {"name": "a", "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"}, router]},
+        {"name": "b", "targets": [router]}]})
+    out = _drop_router_targets(cfg, {"b"}, "sglang-router-0.3.2")
+    assert [t.role for t in out.deployments[0].targets] == ["server"]
+    assert [(t.role, t.gateway) for t in out.deployments[1].targets] == [("router", "sglang-router-0.3.2")]
+    assert out.deployments[1].gateway == "sglang-router-0.3.2"
