@@ -1,7 +1,10 @@
 """The emulator process: aiohttp listeners for every emulated server, npu-exporter and the control port.
 
 `Emulator` starts and stops in-process (tests) and is what `slo-monitor emulate` runs. The emulated
-clock advances `speed` emulated seconds per real second (speed 0: only `advance()` moves it).
+clock is `speed` emulated seconds per real second plus whatever `advance()` added (speed 0: only
+`advance()` moves it). It is brought up to date lazily: by the clock task, which sleeps until the next
+scheduled event, and by every request handler before it reads the scheduler, so a token due at an
+emulated time leaves at that wall time (speed 1), not at the next tick.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import socket
 import time
 from collections.abc import Iterable
@@ -24,10 +28,13 @@ from monitor.emulate.control import control_app
 from monitor.emulate.engine import EmulatedDeployment, ServerSim
 from monitor.emulate.exposition import render_npu, render_server
 from monitor.emulate.incidents import Incident, parse_spec
+from monitor.emulate.serving import SERVER_KEY, ServingEndpoints, Waiter, count_http
 from monitor.emulate.topology import HOST, DeploymentLayout, Layout, localize, plan
 from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
+MAX_ADVANCE_SECONDS = 7 * 86400.0  # one control call moves the clock at most a week
+ADVANCE_STEP_SECONDS = 60.0  # a long advance runs in steps, yielding to the event loop (and SIGTERM) between
 
 
 class _DropHttp2Probes(logging.Filter):
@@ -127,15 +134,23 @@ def _model_info(srv: ServerSim) -> dict[str, Any]:
 class Emulator:
     def __init__(self, config: Config, base_port: int = 0, *, speed: float = 1.0, seed: int = 0,
                  incidents: Iterable[str | Incident] = (), request_log_dir: str | Path | None = None,
-                 tick_seconds: float = 0.2, rates: dict[str, float] | None = None) -> None:
-        """base_port 0: every listener gets a free port from the OS (see `layout`/`localized_config`)."""
+                 tick_seconds: float = 0.2, rates: dict[str, float] | None = None, synthetic: bool = True) -> None:
+        """base_port 0: every listener gets a free port from the OS (see `layout`/`localized_config`).
+
+        `synthetic` False: no built-in load, only the requests clients send (a `rates` entry still wins)."""
         self.config = config
         self.base_port = base_port
         self.speed = speed
         self.seed = seed
         self.request_log_dir = request_log_dir
         self.tick_seconds = tick_seconds
-        self.rates = rates or {}
+        self.rates = dict(rates or {})
+        if not synthetic:
+            self.rates = {d.name: self.rates.get(d.name, 0.0) for d in config.deployments}
+        self._t0 = time.monotonic()
+        self._offset = 0.0  # emulated seconds added by advance()
+        self._stopping = False
+        self._clock_waiter = Waiter()
         self._pending = list(incidents)
         self.layout: Layout = plan(config, base_port)
         self.deployments: dict[str, EmulatedDeployment] = {}
@@ -172,11 +187,12 @@ class Emulator:
             self.add_incident(spec)
         self._pending = []
         await self._sync_listeners()
-        if self.speed > 0:
-            self._task = asyncio.create_task(self._clock())
+        self._t0 = time.monotonic()
+        self._task = asyncio.create_task(self._clock())
         log.info("emulator up: control %s, %d deployment(s)", self.layout.control_url, len(self.deployments))
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -252,19 +268,54 @@ class Emulator:
         return self.layout.control_url
 
     # --- clock and incidents -------------------------------------------------------------------
+    def target_now(self) -> float:
+        """Where the emulated clock should be now."""
+        return self._offset + (time.monotonic() - self._t0) * self.speed
+
+    def sync(self) -> None:
+        """Run every deployment's events up to now (cheap when nothing is due)."""
+        target = self.target_now()
+        for dep in self.deployments.values():
+            dep.advance_to(target)
+
+    def wall_seconds(self, emulated: float | None, longest: float) -> float:
+        """Real seconds until `emulated` seconds from now have passed on the emulated clock (at most `longest`)."""
+        if emulated is None or self.speed <= 0:
+            return longest
+        return min(max(emulated / self.speed, 0.0), longest)
+
+    def _next_event_in(self) -> float | None:
+        times = [t for t in (d.next_event_time() for d in self.deployments.values()) if t is not None]
+        return min(times) - self.target_now() if times else None
+
     async def _clock(self) -> None:
-        last = time.monotonic()
+        """Keep the clock current: wake for the next scheduled event (at most every tick), run it."""
         while True:
-            await asyncio.sleep(self.tick_seconds)
-            now = time.monotonic()
-            await self.advance((now - last) * self.speed)
-            last = now
+            self.sync()
+            await self._sync_listeners()
+            await self._clock_waiter.wait(self.wall_seconds(self._next_event_in(), self.tick_seconds) + 0.0005)
+
+    def poke(self) -> None:
+        """New events were scheduled (a request arrived): let the clock task recompute its sleep."""
+        self._clock_waiter.wake()
 
     async def advance(self, seconds: float) -> None:
-        """Move every deployment's clock by `seconds` of emulated time, then open/close ports."""
+        """Move every deployment's clock by `seconds` of emulated time at once, then open/close ports.
+
+        Bounded (MAX_ADVANCE_SECONDS) and run in steps that yield to the event loop, so a long jump
+        neither blocks the other handlers nor outlives a stop."""
+        if not (math.isfinite(seconds) and 0 <= seconds <= MAX_ADVANCE_SECONDS):
+            raise ValueError(f"advance must be a finite number of seconds in [0, {MAX_ADVANCE_SECONDS:g}], "
+                             f"got {seconds!r}")
         async with self._lock:
-            for dep in self.deployments.values():
-                dep.advance(seconds)
+            left = seconds
+            while left > 0 and not self._stopping:
+                step = min(left, ADVANCE_STEP_SECONDS)
+                self._offset += step
+                left -= step
+                self.sync()
+                await asyncio.sleep(0)
+            self.sync()
             await self._sync_listeners()
 
     async def _sync_listeners(self) -> None:
@@ -308,7 +359,8 @@ class Emulator:
 
     # --- apps ----------------------------------------------------------------------------------
     def _server_app(self, dep: EmulatedDeployment, srv: ServerSim) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[count_http], client_max_size=64 * 1024**2)  # 128K-token prompts
+        app[SERVER_KEY] = srv
 
         def guard(request: web.Request) -> None:
             # A connection opened before the port closed must not be answered either.
@@ -351,7 +403,15 @@ class Emulator:
             app.router.add_get(path, server_info)
         for path in ("/model_info", "/get_model_info"):
             app.router.add_get(path, model_info)
+        async def unknown(request: web.Request) -> web.Response:
+            guard(request)
+            # What a gateway probes that SGLang 0.5.23 may have and this emulator does not: worth a line.
+            log.info("%s: %s %s is not emulated (404)", srv.spec.name, request.method, request.path)
+            return web.json_response({"detail": "Not Found"}, status=404)
+
         app.router.add_get("/v1/models", models)
+        ServingEndpoints(self, dep, srv, guard).add_routes(app)
+        app.router.add_route("*", "/{tail:.*}", unknown)
         return app
 
     def _npu_app(self, dep: EmulatedDeployment, dl: DeploymentLayout) -> web.Application:

@@ -251,11 +251,12 @@ def delta_text(start: int, end: int) -> str:
     return full[_WIDTH * start - 1:] if start > 0 else full
 
 
-def finish_reason(kind: str | None, completion_tokens: int, message: str = "", status: int = 0) -> dict[str, Any] | None:
+def finish_reason(kind: str | None, length: int, message: str = "", status: int = 0) -> dict[str, Any] | None:
+    """`length`: FINISH_LENGTH's count (the completion tokens; 0 for a PD prefill server's finish)."""
     if kind is None:
         return None
     if kind == "length":
-        return {"type": "length", "length": completion_tokens}
+        return {"type": "length", "length": length}
     if kind == "stop":
         return {"type": "stop", "matched": EOS_TOKEN_ID}
     out: dict[str, Any] = {"type": "abort", "message": message or "Abort in waiting queue"}
@@ -277,12 +278,14 @@ class Progress:
     abort_status: int = 0
     timing: dict[str, float] = field(default_factory=dict)  # meta_info latencies and timestamps at finish
     spec: dict[str, float] = field(default_factory=dict)
+    finish_length: int | None = None  # FINISH_LENGTH's count when not the completion tokens (PD prefill: 0)
 
     def meta_info(self) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "id": self.rid,
-            "finish_reason": finish_reason(self.finish, self.completion_tokens, self.abort_message,
-                                           self.abort_status),
+            "finish_reason": finish_reason(
+                self.finish, self.completion_tokens if self.finish_length is None else self.finish_length,
+                self.abort_message, self.abort_status),
             "prompt_tokens": self.prompt_tokens,
             "weight_version": WEIGHT_VERSION,
             "num_retractions": 0,
