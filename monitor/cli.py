@@ -12,9 +12,9 @@ COMMAND_MODULES = (
     "monitor.commands.status",
     "monitor.commands.inspect",
     "monitor.commands.demo",
-    "monitor.recipes.cli",
+    "monitor.commands.recipe",
     "monitor.emulate.cli",
-    "monitor.generate.cli",
+    "monitor.commands.generate",
     "monitor.analyze.cli",
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -172,6 +173,20 @@ class Deployment(_Strict):
                              "--export-metrics-to-file-dir (goodput is computed per request from those files)")
         return self
 
+    def engine_targets(self, roles: Iterable[str]) -> list[Target]:
+        """The targets whose SGLang series feed a number that SGLang records on `roles` (see
+        `conventions.SLI_ROLES`, `COUNTER_ROLES`, `ENGINE_ROLES`).
+
+        Direct server scrapes win; a router's merged `/engine_metrics` stands in only when none of
+        `roles` is scraped directly (both together would count every request twice). An engine-metrics
+        target with role `router` stands for all of the router's workers."""
+        wanted = set(roles)
+        direct = [t for t in self.targets if t.source == "sglang" and t.role in wanted]
+        if direct:
+            return direct
+        return [t for t in self.targets
+                if t.source == "router-engine-metrics" and (t.role in wanted or t.role == "router")]
+
     @property
     def has_request_log(self) -> bool:
         return any(t.source == "request-log" for t in self.targets)
@@ -267,11 +282,18 @@ def format_validation_error(err: ValidationError, source: str, data: Any) -> str
     return "\n".join(lines)
 
 
+def is_openslo(docs: list[Any]) -> bool:
+    """Several YAML documents, or one with an `apiVersion: openslo/...`: OpenSLO, not a sidecar config."""
+    return len(docs) > 1 or bool(docs and isinstance(docs[0], dict)
+                                 and str(docs[0].get("apiVersion", "")).startswith("openslo"))
+
+
 def parse_config(data: Any, source: str = "<config>") -> Config:
     if data is None:
         data = {}
-    if isinstance(data, dict) and "deployments" not in data and data.get("apiVersion", "").startswith("openslo"):
-        raise ConfigError(f"{source}: OpenSLO documents are read with `monitor.generate.openslo.config_from_openslo`")
+    if isinstance(data, dict) and "deployments" not in data and str(data.get("apiVersion", "")).startswith("openslo"):
+        raise ConfigError(f"{source}: an OpenSLO document; load it with `monitor.interop.load.load_config` "
+                          "(every slo-monitor command does)")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping with `deployments:` at the top, got {type(data).__name__}")
     try:
@@ -280,20 +302,25 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         raise ConfigError(format_validation_error(err, source, data)) from None
 
 
-def load_config(path: str | Path) -> Config:
+def read_documents(path: str | Path) -> list[Any]:
+    """The non-empty YAML (or JSON) documents of a file; errors name the file and line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config: {err.strerror or err}") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{path}:{where} not valid YAML: {getattr(err, 'problem', err)}") from None
-    if len(docs) > 1 or (docs and isinstance(docs[0], dict) and str(docs[0].get("apiVersion", "")).startswith("openslo")):
-        from monitor.generate.openslo import config_from_openslo  # noqa: PLC0415 - optional input format
 
-        return config_from_openslo(docs, str(path))
+
+def load_config(path: str | Path) -> Config:
+    """A sidecar config file (OpenSLO input is the interop package's: `monitor.interop.load`)."""
+    docs = read_documents(path)
+    if is_openslo(docs):
+        raise ConfigError(f"{path}: OpenSLO documents; load them with `monitor.interop.load.load_config` "
+                          "(every slo-monitor command does)")
     return parse_config(docs[0] if docs else {}, str(path))

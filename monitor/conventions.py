@@ -66,6 +66,28 @@ GAUGES: Final[dict[str, str]] = {
     "num_decode_prealloc_queue_reqs": "sglang:num_decode_prealloc_queue_reqs",
     "num_decode_transfer_queue_reqs": "sglang:num_decode_transfer_queue_reqs",
 }
+# --- Which server roles feed which number ---------------------------------------------------
+# SGLang 0.5.23 (tokenizer_manager.collect_metrics; docs/reference/sglang_metrics.md §1.4): a PD request
+# passes a prefill and a decode server, and each records it. The prefill server records no TTFT, ITL or
+# TPOT, but it does record an E2E latency and the request/token counters, covering its part only. Every
+# per-request number is therefore taken where the request is answered, the unified (`server`) or
+# `decode` server, so each request counts once and E2E is the client's whole request. PD failures and
+# load gauges are per server and come from every engine role. Sidecar, rules, dashboards, analyzer and
+# emulator all read these.
+ENGINE_ROLES: Final = ("server", "prefill", "decode")
+REQUEST_ROLES: Final = ("server", "decode")
+SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {sli: REQUEST_ROLES for sli in SLI_FAMILIES}
+# PD failures are counted on the server that saw them (prefill or decode); the rest per request.
+COUNTER_ROLES: Final[dict[str, tuple[str, ...]]] = {
+    name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total") else REQUEST_ROLES
+    for name in COUNTERS
+}
+# What SGLang itself records on a PD prefill server (the emulator reproduces it): E2E only.
+PREFILL_RECORDED_SLIS: Final = ("e2e",)
+# A router's /engine_metrics merges its workers; their `engine_type` label tells prefill series apart.
+ENGINE_TYPE_LABEL: Final = "engine_type"
+PREFILL_ENGINE_TYPE: Final = "prefill"
+
 # Gauges that are ratios or per-rank averages: combine with max, not sum.
 RATIO_GAUGES: Final = frozenset({"token_usage", "cache_hit_rate", "spec_accept_length"})
 KV_TRANSFER_LATENCY: Final = "sglang:kv_transfer_latency_ms"

@@ -15,14 +15,15 @@ from prometheus_client.core import Metric
 from monitor.config import Config
 from monitor.conventions import parse_duration
 from monitor.export.http_server import build_app
-from monitor.export.otlp import start_otlp_for_sidecar
+from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
-from monitor.export.status_model import StatusResponse, deployment_status, goodput_status, sidecar_status
 from monitor.record.store import Recording
 from monitor.record.summary import state_row
 from monitor.requestlog import RequestLogReader, state_path_for
+from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
+from monitor.state import StatusResponse, deployment_status, sidecar_status
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Sidecar:
         self.scraper = Scraper(config, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_logs = RequestLogReader(config, state_path_for(config.sidecar.recording_path), clock=clock)
-        self.registry.register(SidecarCollector(self.status, self._extra_families))
+        self.registry.register(SidecarCollector(self.status, self.extra_families))
         self.runner: web.AppRunner | None = None
         self.port: int | None = None
         self._stop = asyncio.Event()
@@ -102,7 +103,8 @@ class Sidecar:
                               self.scraper.cycles, self.scraper.last_cycle_seconds)
         return StatusResponse(sidecar=side, deployments=deps)
 
-    def _extra_families(self, status: StatusResponse) -> Iterator[Metric]:
+    def extra_families(self, status: StatusResponse) -> Iterator[Metric]:
+        """Families beside the SLO state: accelerator telemetry and the request-log SLIs."""
         if self.scraper.telemetry:
             from monitor.telemetry.export import telemetry_families
 
@@ -127,6 +129,19 @@ class Sidecar:
     def _on_cycle(self, now: float) -> None:
         self.poll_request_logs(now)
         self.record(now)
+
+    def start_otlp(self) -> OtlpHandle | None:
+        """Push the /metrics series over OTLP when `sidecar.otlp_endpoint` is set (else None). Call it
+        from a coroutine on the sidecar's loop: its state is read on that loop."""
+        settings = self.config.sidecar
+        if not settings.otlp_endpoint:
+            return None
+        handle = start_otlp(self.status, settings.otlp_endpoint, settings.otlp_interval_seconds,
+                            extra=lambda: self.extra_families(self.status()), loop=asyncio.get_running_loop(),
+                            timeout_seconds=min(DEFAULT_TIMEOUT_SECONDS, settings.otlp_interval_seconds))
+        log.info("exporting SLO series over OTLP/HTTP to %s every %gs", settings.otlp_endpoint,
+                 settings.otlp_interval_seconds)
+        return handle
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
         app = build_app(self.registry, self.status, api_token=self.config.sidecar.api_bearer_token)
@@ -167,7 +182,7 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
     """Run until SIGINT/SIGTERM."""
     sidecar = Sidecar(config)
     bound = await sidecar.start_http(host, port)
-    otlp = start_otlp_for_sidecar(sidecar)  # None unless sidecar.otlp_endpoint is set
+    otlp = sidecar.start_otlp()  # None unless sidecar.otlp_endpoint is set
     log.info("serving /metrics, /healthz and /api/v1/status on http://%s:%d",
              host or config.sidecar.listen_host, bound)
     on_stop_signals(sidecar.stop)

@@ -27,7 +27,7 @@ def _seconds(text: str) -> float:
 def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.time,
                  progress: Callable[[str], None] = _progress) -> Report:
     from monitor.analyze.timeparse import parse_time
-    from monitor.config import load_config
+    from monitor.interop.load import load_config
 
     config = load_config(args.config) if args.config else None
     dep_cfg = config.deployment(args.deployment) if config else None

@@ -31,7 +31,10 @@ from monitor.analyze.model import (
 )
 from monitor.config import Deployment
 from monitor.conventions import (
+    COUNTER_ROLES,
     COUNTERS,
+    ENGINE_ROLES,
+    ENGINE_TYPE_LABEL,
     GAUGES,
     GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
@@ -39,8 +42,10 @@ from monitor.conventions import (
     M_LOAD,
     M_OBJECTIVE,
     M_SLI_TARGET,
+    PREFILL_ENGINE_TYPE,
     RATIO_GAUGES,
     SLI_FAMILIES,
+    SLI_ROLES,
     canonical_name,
     parse_prometheus_duration,
     prom_name_regex,
@@ -50,7 +55,16 @@ from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
 from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
 
-SLI_ROLES = 'role=~"server|decode"'  # a PD prefill server records no TTFT/TPOT/ITL (see slo.engine)
+
+# Request-level numbers come from the servers that answer requests (conventions.SLI_ROLES); PD failures
+# from every engine role (COUNTER_ROLES). The prefill series of a router's merged /engine_metrics are skipped.
+def _roles(roles: tuple[str, ...]) -> str:
+    no_prefill = "" if "prefill" in roles else f',{ENGINE_TYPE_LABEL}!="{PREFILL_ENGINE_TYPE}"'
+    return f'role=~"{"|".join(roles)}"{no_prefill}'
+
+
+SLI_ROLE_MATCHERS = {sli: _roles(roles) for sli, roles in SLI_ROLES.items()}
+COUNTER_ROLE_MATCHERS = {name: _roles(roles) for name, roles in COUNTER_ROLES.items()}
 
 
 class PrometheusError(Exception):
@@ -125,8 +139,9 @@ class _Plan:
         d = deployment
         self.queries: dict[str, str] = {}
         for sli, fam in SLI_FAMILIES.items():
-            self.queries[f"hist.{sli}.bucket"] = f"sum by (instance, le) ({_selector(prom_name_regex(fam, '_bucket'), d, SLI_ROLES)})"
-            self.queries[f"hist.{sli}.sum"] = f"sum by (instance) ({_selector(prom_name_regex(fam, '_sum'), d, SLI_ROLES)})"
+            roles = SLI_ROLE_MATCHERS[sli]
+            self.queries[f"hist.{sli}.bucket"] = f"sum by (instance, le) ({_selector(prom_name_regex(fam, '_bucket'), d, roles)})"
+            self.queries[f"hist.{sli}.sum"] = f"sum by (instance) ({_selector(prom_name_regex(fam, '_sum'), d, roles)})"
         counts = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m not in RATIO_GAUGES)
         ratios = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m in RATIO_GAUGES)
         # One series per DP rank (TP ranks and PP stages repeat it), summed; ratios take the fullest rank.
@@ -138,9 +153,8 @@ class _Plan:
         self.queries["gauges.ratio"] = f"max by (__name__, role) ({ratio_sel})"
         self.queries["gauges.sidecar"] = f'{M_LOAD}{{deployment="{_esc(d)}"}}'
         for counter in RATE_LABELS:
-            roles = "" if counter in ("bootstrap_failed_total", "transfer_failed_total") else SLI_ROLES
             self.queries[f"rate.{counter}"] = (
-                f"sum(rate({_selector(prom_name_regex(COUNTERS[counter]), d, roles)}[{lookback}]))")
+                f"sum(rate({_selector(prom_name_regex(COUNTERS[counter]), d, COUNTER_ROLE_MATCHERS[counter])}[{lookback}]))")
         sel = f'{{deployment="{_esc(d)}"}}'
         self.queries["accel.temperature_max"] = (f"max(accelerator_temperature_celsius{sel}) or "
                                                  f"max(npu_chip_info_temperature{sel}) or max(DCGM_FI_DEV_GPU_TEMP{sel})")
@@ -280,7 +294,7 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
         if k[1] in LOAD_LABELS and k not in gauges and not any(m == k[1] for _, m in gauges):
             gauges[k] = values(points)
     roles = {r for r, _ in gauges}
-    keep = [r for r in ("server", "prefill", "decode") if r in roles] or sorted(roles)
+    keep = [r for r in ENGINE_ROLES if r in roles] or sorted(roles)
     for (role, metric), vals in sorted(gauges.items()):
         if role in keep:
             label, group, unit = LOAD_LABELS[metric]

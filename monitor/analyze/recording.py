@@ -19,11 +19,9 @@ from monitor.analyze.model import (
     sample,
 )
 from monitor.config import Deployment
-from monitor.conventions import GOODPUT_SLI
+from monitor.conventions import ENGINE_ROLES, GOODPUT_SLI
 from monitor.record.store import Recording, RecordingError
 from monitor.slo.histogram import Hist
-
-SERVER_ROLES = ("server", "prefill", "decode")
 
 
 def _accelerators(readings: list[dict[str, Any]]) -> dict[str, float]:
@@ -101,7 +99,7 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
             series[key] = Series(key, label, group, unit, sample(points, times, max_age))
 
     roles = {r for _, st in states for r in st.get("load", {})}
-    per_role = [r for r in SERVER_ROLES if r in roles] or (["all"] if "all" in roles else [])
+    per_role = [r for r in ENGINE_ROLES if r in roles] or (["all"] if "all" in roles else [])
     for role in per_role:
         for metric, (label, group, unit) in LOAD_LABELS.items():
             pts = [(ts, st["load"][role][metric]) for ts, st in states if metric in st.get("load", {}).get(role, {})]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from monitor.config import load_config
+from monitor.interop.load import load_config
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -9,7 +9,8 @@ import time
 import urllib.error
 import urllib.request
 
-from monitor.export.status_model import DeploymentStatus, SliStatus, StatusResponse
+from monitor.conventions import ENGINE_ROLES
+from monitor.state import DeploymentStatus, SliStatus, StatusResponse
 
 RED, GREEN, YELLOW, DIM, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[2m", "\x1b[0m"
 
@@ -38,7 +39,7 @@ def _sli_cells(s: SliStatus | None) -> list[str]:
 
 
 def _state(d: DeploymentStatus) -> tuple[str, str]:
-    if any(t.up is False and not t.placeholder for t in d.targets if t.role in ("server", "decode", "prefill")):
+    if any(t.up is False and not t.placeholder for t in d.targets if t.role in ENGINE_ROLES):
         return "DOWN", RED
     if any(s.breaching for s in d.slis):
         return "BREACH", RED

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from monitor.config import load_config
+from monitor.interop.load import load_config
 
 
 def register(subparsers: Any) -> None:

@@ -20,7 +20,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from monitor.conventions import SLI_FAMILIES
+from monitor.conventions import PREFILL_RECORDED_SLIS, SLI_FAMILIES
 from monitor.emulate.catalog import ALL_FAMILIES, Family
 from monitor.emulate.engine import EmulatedDeployment, RankSim, ServerSim
 from monitor.emulate.state import Histogram, LabelKey
@@ -96,6 +96,10 @@ def _scheduler(metric: Metric, fam: Family, srv: ServerSim, rank: RankSim, gauge
                     _add_histogram(metric, {**base, **dict(extra)}, Histogram(fam.buckets))
 
 
+# What SGLang's tokenizer skips on a PD prefill server (it still records E2E and the counters).
+_PREFILL_SKIPS = frozenset(f for sli, f in SLI_FAMILIES.items() if sli not in PREFILL_RECORDED_SLIS)
+
+
 def server_families(dep: EmulatedDeployment, srv: ServerSim) -> list[Metric]:
     role = srv.spec.role
     gauges = {id(r): dep.rank_gauges(srv, r) for r in srv.ranks}
@@ -103,7 +107,7 @@ def server_families(dep: EmulatedDeployment, srv: ServerSim) -> list[Metric]:
     for fam in ALL_FAMILIES:
         if role not in fam.roles:
             continue
-        if role == "prefill" and fam.name in (SLI_FAMILIES["ttft"], SLI_FAMILIES["tpot"], SLI_FAMILIES["itl"]):
+        if role == "prefill" and fam.name in _PREFILL_SKIPS:
             continue  # a PD prefill server never observes them
         metric = Metric(fam.name, fam.help, fam.type)
         if fam.kind == "tok":

@@ -9,7 +9,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from monitor.export.status_model import StatusResponse
+from monitor.state import StatusResponse
 
 
 def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse], *,

@@ -2,7 +2,8 @@
 
 For users whose metrics pipeline is an OpenTelemetry collector rather than a Prometheus that
 scrapes the sidecar. The series are the ones `/metrics` serves (same names, the Prometheus labels
-as attributes, see `otlp_points`), read through observable instruments from `Sidecar.status()`.
+as attributes, see `otlp_points`), read through observable instruments from the status callable
+(`Sidecar.start_otlp` passes `Sidecar.status`).
 
 Once per export interval the reader takes ONE snapshot (status + accelerator families) and every
 instrument's callback reads from it, so one export is one consistent state. New series names
@@ -21,7 +22,7 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -32,10 +33,7 @@ from prometheus_client.core import Metric
 
 from monitor import __version__
 from monitor.export.otlp_points import OtlpPoint, points_from_status
-from monitor.export.status_model import StatusResponse
-
-if TYPE_CHECKING:
-    from monitor.sidecar import Sidecar
+from monitor.state import StatusResponse
 
 log = logging.getLogger(__name__)
 
@@ -170,18 +168,3 @@ def start_otlp(status: Callable[[], StatusResponse], endpoint: str, interval_sec
     `endpoint` is the full OTLP/HTTP metrics URL, e.g. http://127.0.0.1:4318/v1/metrics."""
     return OtlpHandle(status, endpoint, interval_seconds, extra=extra, loop=loop, timeout_seconds=timeout_seconds,
                       resource_attributes=resource_attributes)
-
-
-def start_otlp_for_sidecar(sidecar: Sidecar) -> OtlpHandle | None:
-    """The optional hook for `monitor.sidecar.serve`: None unless `sidecar.otlp_endpoint` is set.
-
-    Call it from a coroutine on the sidecar's loop (its state is read on that loop)."""
-    settings = sidecar.config.sidecar
-    if not settings.otlp_endpoint:
-        return None
-    handle = start_otlp(sidecar.status, settings.otlp_endpoint, settings.otlp_interval_seconds,
-                        extra=lambda: sidecar._extra_families(sidecar.status()), loop=asyncio.get_running_loop(),
-                        timeout_seconds=min(DEFAULT_TIMEOUT_SECONDS, settings.otlp_interval_seconds))
-    log.info("exporting SLO series over OTLP/HTTP to %s every %gs", settings.otlp_endpoint,
-             settings.otlp_interval_seconds)
-    return handle

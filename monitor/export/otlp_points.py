@@ -23,7 +23,7 @@ from typing import Literal
 from prometheus_client.core import Metric
 
 from monitor.export.prometheus import families_from_status
-from monitor.export.status_model import StatusResponse
+from monitor.state import StatusResponse
 
 Kind = Literal["gauge", "counter"]
 

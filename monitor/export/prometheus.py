@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from monitor import conventions as C
-from monitor.export.status_model import StatusResponse
+from monitor.state import StatusResponse
 
 
 def _ok(x: float | None) -> bool:

@@ -5,12 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.config import Deployment
-from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, GOODPUT_SLI, SLI_FAMILIES, format_le
+from monitor.conventions import (
+    BUCKET_FLAGS,
+    DEFAULT_BUCKETS,
+    ENGINE_ROLES,
+    ENGINE_TYPE_LABEL,
+    GOODPUT_SLI,
+    PREFILL_ENGINE_TYPE,
+    SLI_FAMILIES,
+    format_le,
+)
 from monitor.generate.options import Options, format_number
 from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
 from monitor.requestlog.records import REQUEST_SLIS
 
-ENGINE_ROLES = ("server", "prefill", "decode")
 SLI_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
 SLI_LONG = {
     "ttft": "time to first token",
@@ -177,13 +185,15 @@ def scraped_roles(dep: Deployment) -> list[str]:
     return sorted({t.role for t in dep.targets if t.source in SCRAPED_SOURCES})
 
 
-def engine_selector(dep: Deployment) -> dict[str, str]:
-    """Label matchers (name -> regex) for the SGLang engine series of a deployment.
+def engine_selector(dep: Deployment, roles: tuple[str, ...] = ENGINE_ROLES) -> dict[str, str]:
+    """Label matchers (name -> regex) for the SGLang series of `dep` that feed a number SGLang records
+    on `roles` (the same targets the sidecar reads: `Deployment.engine_targets`)."""
+    found = sorted({t.role for t in dep.engine_targets(roles)})
+    return {"role": "|".join(found or [r for r in ENGINE_ROLES if r in roles])}
 
-    Direct server scrapes win; only when there are none do we fall back to the router's
-    `/engine_metrics` (which would otherwise count every request twice).
-    """
-    roles = sorted({t.role for t in dep.targets if t.source == "sglang"})
-    if not roles and any(t.source == "router-engine-metrics" for t in dep.targets):
-        roles = ["router"]
-    return {"role": "|".join(roles or list(ENGINE_ROLES))}
+
+def engine_exclusions(dep: Deployment, roles: tuple[str, ...] = ENGINE_ROLES) -> dict[str, str]:
+    """`!=` matchers: inside a router's merged /engine_metrics, the prefill workers' series when
+    `roles` excludes prefill (they record prefill-only E2E and would count each PD request twice)."""
+    merged = any(t.source == "router-engine-metrics" for t in dep.engine_targets(roles))
+    return {ENGINE_TYPE_LABEL: PREFILL_ENGINE_TYPE} if merged and "prefill" not in roles else {}

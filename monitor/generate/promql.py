@@ -6,28 +6,31 @@ from monitor.escaping import matchers, promql_string
 from monitor.generate.options import format_number
 
 
-def selector(metric: str, eq: dict[str, str], regex: dict[str, str] | None = None) -> str:
-    """`metric{a="x",b=~"y|z"}`; equality matchers first, each group in the given order."""
+def selector(metric: str, eq: dict[str, str], regex: dict[str, str] | None = None,
+             neq: dict[str, str] | None = None) -> str:
+    """`metric{a="x",b=~"y|z",c!="w"}`; equality matchers first, each group in the given order."""
     parts = matchers(eq)[1:-1] if eq else ""
     extra = ",".join(f"{k}=~{promql_string(v)}" for k, v in (regex or {}).items())
-    inner = ",".join(p for p in (parts, extra) if p)
+    unequal = ",".join(f"{k}!={promql_string(v)}" for k, v in (neq or {}).items())
+    inner = ",".join(p for p in (parts, extra, unequal) if p)
     return f"{metric}{{{inner}}}" if inner else metric
 
 
-def sum_rate(metric: str, eq: dict[str, str], regex: dict[str, str], window: str, by: str = "deployment") -> str:
-    return f"sum by ({by}) (rate({selector(metric, eq, regex)}[{window}]))"
+def sum_rate(metric: str, eq: dict[str, str], regex: dict[str, str], window: str, by: str = "deployment",
+             neq: dict[str, str] | None = None) -> str:
+    return f"sum by ({by}) (rate({selector(metric, eq, regex, neq)}[{window}]))"
 
 
 def good_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
-              lower: str | None, upper: str | None, fraction: float) -> str:
+              lower: str | None, upper: str | None, fraction: float, neq: dict[str, str] | None = None) -> str:
     """Rate of good events: the `le` bucket, or a linear interpolation between two buckets."""
     bucket = family + "_bucket"
     if upper is None:
-        return sum_rate(bucket, {**eq, "le": lower or ""}, regex, window)
-    hi = sum_rate(bucket, {**eq, "le": upper}, regex, window)
+        return sum_rate(bucket, {**eq, "le": lower or ""}, regex, window, neq=neq)
+    hi = sum_rate(bucket, {**eq, "le": upper}, regex, window, neq=neq)
     if lower is None:  # target below the first edge: interpolate from 0
         return f"{format_number(fraction)} * {hi}"
-    lo = sum_rate(bucket, {**eq, "le": lower}, regex, window)
+    lo = sum_rate(bucket, {**eq, "le": lower}, regex, window, neq=neq)
     return f"{lo}\n+ {format_number(fraction)} * ({hi} - {lo})"
 
 
@@ -37,9 +40,10 @@ def error_ratio(good: str, total: str) -> str:
     return f"1 - ({good} / ({total} > 0))"
 
 
-def mean_latency(family: str, eq: dict[str, str], regex: dict[str, str], window: str) -> str:
-    return (f"{sum_rate(family + '_sum', eq, regex, window)}\n/ "
-            f"({sum_rate(family + '_count', eq, regex, window)} > 0)")
+def mean_latency(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
+                 neq: dict[str, str] | None = None) -> str:
+    return (f"{sum_rate(family + '_sum', eq, regex, window, neq=neq)}\n/ "
+            f"({sum_rate(family + '_count', eq, regex, window, neq=neq)} > 0)")
 
 
 def per_rank_total(metric: str, eq: dict[str, str], regex: dict[str, str]) -> str:

@@ -15,11 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.config import Deployment
-from monitor.conventions import BURN_RATE_ALERTS, RULE_WINDOWS, SLI_FAMILIES, format_le, parse_duration
+from monitor.conventions import (
+    BURN_RATE_ALERTS,
+    RULE_WINDOWS,
+    SLI_FAMILIES,
+    SLI_ROLES,
+    format_le,
+    parse_duration,
+)
 from monitor.escaping import LABEL_NAME_RE, template_literal
 from monitor.generate import names
 from monitor.generate.options import Options, format_number
-from monitor.generate.plan import GoodputPlan, Plan, SLIPlan, engine_selector
+from monitor.generate.plan import GoodputPlan, Plan, SLIPlan, engine_exclusions, engine_selector
 from monitor.generate.promql import error_ratio, good_rate, mean_latency, selector, sum_rate
 
 RESERVED_LABELS = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
@@ -55,14 +62,15 @@ def good_and_total(dep: Deployment, plan: Plan, w: str) -> tuple[str, str]:
     eq = {"deployment": dep.name}
     if isinstance(plan, GoodputPlan):
         return sum_rate(plan.good_metric, eq, {}, w), sum_rate(plan.total_metric, eq, {}, w)
-    regex = engine_selector(dep)
+    roles = SLI_ROLES[plan.sli]
+    regex, neq = engine_selector(dep, roles), engine_exclusions(dep, roles)
     if not plan.approximate:
         lower, upper = plan.le, None
     else:
         lower = None if plan.lower == 0 else format_le(plan.lower)
         upper = format_le(plan.upper)
-    return (good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9)),
-            sum_rate(plan.family + "_count", eq, regex, w))
+    return (good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9), neq),
+            sum_rate(plan.family + "_count", eq, regex, w, neq=neq))
 
 
 def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
@@ -105,8 +113,10 @@ def meta_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str
 
 def latency_means(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     """Mean latency from `_sum/_count` for every family (dashboards, baseline-regression alerts)."""
-    eq, regex = {"deployment": dep.name}, engine_selector(dep)
-    return [record(names.latency_mean(window), mean_latency(family, eq, regex, opts.duration(window)), {"sli": sli})
+    eq = {"deployment": dep.name}
+    return [record(names.latency_mean(window),
+                   mean_latency(family, eq, engine_selector(dep, SLI_ROLES[sli]), opts.duration(window),
+                                engine_exclusions(dep, SLI_ROLES[sli])), {"sli": sli})
             for window in ("5m", "30m") for sli, family in SLI_FAMILIES.items()]
 
 
@@ -170,12 +180,16 @@ def burn_alerts(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, An
 
 
 def slo_groups(dep: Deployment, plans: list[Plan], opts: Options) -> list[dict[str, Any]]:
-    groups = [{"name": names.group(dep.name, "latency"), "rules": latency_means(dep, opts)}]
+    """One group per deployment, in dependency order: raw rates -> error ratios -> burn rates -> alerts.
+
+    Prometheus evaluates the rules of a group one after another at the same timestamp, each seeing what
+    the earlier ones just recorded; groups run independently, so an alert reading a burn rate recorded in
+    another group sees it up to one evaluation interval late (and that group's error ratios one more).
+    The mean latencies go with the symptom rules that read them."""
     if not plans:
-        return groups
-    return [
-        {"name": names.group(dep.name, "sli"), "rules": [r for p in plans for r in sli_recordings(dep, p, opts)]},
-        {"name": names.group(dep.name, "slo"), "rules": [r for p in plans for r in meta_recordings(dep, p, opts)]},
-        *groups,
-        {"name": names.group(dep.name, "slo-alerts"), "rules": [r for p in plans for r in burn_alerts(dep, p, opts)]},
-    ]
+        return []
+    return [{"name": names.group(dep.name, "slo"), "rules": [
+        *(r for p in plans for r in sli_recordings(dep, p, opts)),
+        *(r for p in plans for r in meta_recordings(dep, p, opts)),
+        *(r for p in plans for r in burn_alerts(dep, p, opts)),
+    ]}]

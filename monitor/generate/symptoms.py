@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.config import Deployment
-from monitor.conventions import COUNTERS, GAUGES, SLI_FAMILIES
+from monitor.conventions import COUNTER_ROLES, COUNTERS, ENGINE_ROLES, GAUGES, SLI_FAMILIES
 from monitor.escaping import template_literal
 from monitor.generate import names
 from monitor.generate.options import Options, format_number
-from monitor.generate.plan import ENGINE_ROLES, engine_selector, scraped_roles
+from monitor.generate.plan import engine_selector, scraped_roles
 from monitor.generate.promql import per_rank_total, selector
-from monitor.generate.rules import alert, extra_labels, record
+from monitor.generate.rules import alert, extra_labels, latency_means, record
 
 KV_FULL_RATIO = 0.95
 REGRESSION_FACTOR = 1.5
@@ -70,10 +70,13 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
              "running ones may be retracted.",
              "Lower --max-running-requests or context length, or add decode capacity.")))
     if dep.mode == "pd-disaggregated":
-        for name, counter, what in ((names.ALERT_PD_TRANSFER, COUNTERS["transfer_failed_total"], "KV transfer"),
-                                    (names.ALERT_PD_BOOTSTRAP, COUNTERS["bootstrap_failed_total"], "bootstrap")):
+        for name, key, what in ((names.ALERT_PD_TRANSFER, "transfer_failed_total", "KV transfer"),
+                                (names.ALERT_PD_BOOTSTRAP, "bootstrap_failed_total", "bootstrap")):
+            counter = COUNTERS[key]
+            roles = COUNTER_ROLES[key]
+            failed = selector(counter, eq, engine_selector(dep, roles))
             rules.append(alert(
-                name, f"sum by (deployment, role) (increase({selector(counter, eq, engine)}[{opts.duration('5m')}])) > 0",
+                name, f"sum by (deployment, role) (increase({failed}[{opts.duration('5m')}])) > 0",
                 opts.duration("1m"), {**base, "severity": "page"},
                 _ann(f"{d}: PD {what} failures on {{{{ $labels.role }}}} ({{{{ $value | printf \"%.0f\" }}}} in "
                      f"{opts.duration('5m')})",
@@ -102,8 +105,8 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
             _ann(f"{d}: router marks worker {{{{ $labels.worker }}}} unhealthy",
                  f"smg_worker_health == 0 for a worker of deployment {d}'s router.",
                  "Check the worker's /health endpoint and logs.")))
-    return [{"name": names.group(dep.name, "symptom-recordings"), "rules": rec},
-            {"name": names.group(dep.name, "symptoms"), "rules": rules}]
+    # One group, recordings first: the alerts read them at the same evaluation (see rules.slo_groups).
+    return [{"name": names.group(dep.name, "symptoms"), "rules": [*latency_means(dep, opts), *rec, *rules]}]
 
 
 def global_groups(opts: Options) -> list[dict[str, Any]]:

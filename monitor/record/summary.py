@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from monitor.export.status_model import DeploymentStatus
+from monitor.state import DeploymentStatus
 
 
 def _reading(r: Any) -> dict[str, Any]:

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from monitor.config import Deployment
 from monitor.conventions import NS
-from monitor.export.status_model import StatusResponse
 from monitor.requestlog.goodput import MISSED, WindowGoodput, disagreement
+from monitor.state import GoodputWindowStatus, StatusResponse
 
 M_GOODPUT_RATIO = f"{NS}_goodput_ratio"
 M_GOODPUT_RATE = f"{NS}_goodput_requests_per_second"
@@ -48,6 +49,12 @@ class TargetCounts:
     errors: int
     finished: int = 0
     good: int = 0
+
+
+def goodput_status(dep: Deployment, windows: Iterable[WindowGoodput]) -> list[GoodputWindowStatus]:
+    """The deployment's goodput windows as `/api/v1/status` shows them."""
+    return [GoodputWindowStatus(window=w.window, seconds=w.seconds, requests=w.requests, good=w.good, ratio=w.ratio,
+                                missed=dict(w.missed), objective=dep.goodput_objective) for w in windows]
 
 
 def histogram_ratios(status: StatusResponse | None, deployment: str) -> dict[tuple[str, str], float | None]:

@@ -22,11 +22,11 @@ from prometheus_client.core import Metric
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions import SIDECAR_WINDOWS
-from monitor.export.status_model import StatusResponse
 from monitor.requestlog.export import TargetCounts, request_log_families
 from monitor.requestlog.goodput import WindowGoodput, pack, summarize
 from monitor.requestlog.records import RecordError, evaluate, parse_line, request_targets
 from monitor.requestlog.tail import FileOffset, LogTailer
+from monitor.state import StatusResponse
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1

@@ -4,6 +4,11 @@ SGLang starts a fresh prometheus multiprocess directory on every restart, so eve
 histogram drops to zero. Like Prometheus's `increase()`, a decrease is read as a reset: the value
 before it is kept as an offset, so window deltas never go negative and nothing is lost. A series
 that stops being scraped keeps its last adjusted value (it contributes no delta until it returns).
+
+Where a series starts counting: one seen on a target's first scrape held history from before the
+sidecar looked, so it starts at 0 there (`born=False`); one that appears on a target already scraped
+was created since (SGLang creates a counter at its first event), so it counts from 0, its whole value
+being new (`born=True`).
 """
 
 from __future__ import annotations
@@ -32,14 +37,20 @@ def add(a: Hist, b: Hist) -> Hist:
     return Hist(edges, cum, a.sum + b.sum, a.count + b.count)
 
 
+def negate(h: Hist) -> Hist:
+    return Hist(h.edges, tuple(-c for c in h.cumulative), -h.sum, -h.count)
+
+
 @dataclass
 class HistAccumulator:
     last_raw: Hist | None = None
     offset: Hist | None = None
     resets: int = 0
 
-    def update(self, raw: Hist) -> bool:
+    def update(self, raw: Hist, *, born: bool = True) -> bool:
         """Feed one scraped value; returns True when a reset was detected."""
+        if self.last_raw is None and not born:
+            self.offset = negate(raw)
         reset = self.last_raw is not None and hist_decreased(raw, self.last_raw)
         if reset:
             prev = self.adjusted()
@@ -62,7 +73,9 @@ class ScalarAccumulator:
     offset: float = 0.0
     resets: int = 0
 
-    def update(self, raw: float) -> bool:
+    def update(self, raw: float, *, born: bool = True) -> bool:
+        if self.last_raw is None and not born:
+            self.offset = -raw
         reset = self.last_raw is not None and raw < self.last_raw
         if reset:
             self.offset += self.last_raw  # type: ignore[operator]

@@ -1,10 +1,9 @@
 """Per-deployment SLO engine: parsed scrapes in, DeploymentState out. No I/O.
 
-Which roles feed which numbers (SGLang 0.5.23 semantics, reference/sglang_metrics.md §1.4, §8):
-  - TTFT/TPOT/ITL/E2E come from `server` (mixed) and `decode` servers; a PD prefill server
-    records none of them (its tokenizer skips them), and in PD mode TTFT is measured on decode.
-  - Request and token counters likewise (a PD request passes both servers: count it once).
-  - PD transfer/bootstrap failures and load gauges come from every role.
+Which targets feed which number is `conventions.SLI_ROLES` / `COUNTER_ROLES` applied by
+`Deployment.engine_targets`, the same selection the generated rules make; load gauges come from every
+target. Inside a router's merged /engine_metrics the prefill workers' series are told apart by their
+`engine_type` label.
 """
 
 from __future__ import annotations
@@ -12,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from monitor.config import Deployment, Target
-from monitor.conventions import COUNTERS, GAUGES, SIDECAR_WINDOWS, SLI_FAMILIES
+from monitor.conventions import (
+    COUNTER_ROLES,
+    COUNTERS,
+    ENGINE_TYPE_LABEL,
+    GAUGES,
+    PREFILL_ENGINE_TYPE,
+    SIDECAR_WINDOWS,
+    SLI_FAMILIES,
+    SLI_ROLES,
+)
 from monitor.parse.exposition import Exposition, Sample
 from monitor.parse.families import group_histograms
 from monitor.slo.accumulate import SeriesBook
@@ -21,9 +29,17 @@ from monitor.slo.load import aggregate
 from monitor.slo.state import DeploymentState, compute_sli_states, good_total
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
-SLI_ROLES = frozenset({"server", "decode"})
-ALL_ROLE_COUNTERS = frozenset({"bootstrap_failed_total", "transfer_failed_total"})
 RATE_WINDOW = 300.0
+
+
+def _feeders(dep: Deployment, roles: tuple[str, ...]) -> dict[str, bool]:
+    """Target id -> whether its prefill-engine series must be skipped (a merged /engine_metrics
+    standing in for servers that exclude prefill)."""
+    return {t.id: t.source == "router-engine-metrics" and "prefill" not in roles for t in dep.engine_targets(roles)}
+
+
+def _prefill_series(labels: tuple) -> bool:
+    return (ENGINE_TYPE_LABEL, PREFILL_ENGINE_TYPE) in labels
 
 
 class DeploymentEngine:
@@ -35,35 +51,47 @@ class DeploymentEngine:
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
         self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
         self.resets: dict[str, int] = {}
+        self._observed: set[str] = set()  # targets with at least one scrape fed here
+        self._sli_feeders = {sli: _feeders(deployment, SLI_ROLES[sli]) for sli in SLI_FAMILIES}
+        self._counter_feeders = {c: _feeders(deployment, COUNTER_ROLES[c]) for c in COUNTERS}
 
     def observe(self, target: Target, expo: Exposition) -> int:
         """Feed one successful scrape of an SGLang server; returns counter resets detected."""
         tid = target.id
+        born = tid in self._observed  # a series new on a target already scraped was created since
+        self._observed.add(tid)
         resets = 0
         by_name: dict[str, list[Sample]] = {}
         for smp in expo.selected:  # one pass; each family below reads only its own samples
             by_name.setdefault(smp.name, []).append(smp)
         empty: list[Sample] = []
-        if target.role in SLI_ROLES:
-            for sli, family in SLI_FAMILIES.items():
-                own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
-                       *by_name.get(family + "_count", empty)]
-                if not own:
+        for sli, family in SLI_FAMILIES.items():
+            skip_prefill = self._sli_feeders[sli].get(tid)
+            if skip_prefill is None:
+                continue  # this target does not feed the SLI
+            own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
+                   *by_name.get(family + "_count", empty)]
+            if not own:
+                continue
+            for series in group_histograms(own, family):
+                if skip_prefill and _prefill_series(series.labels):
                     continue
-                for series in group_histograms(own, family):
-                    key = (tid, family, series.labels)
-                    acc = self.book.hist(key)
-                    if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count)):
-                        resets += 1
-                    self._hist_keys[sli].add(key)
+                key = (tid, family, series.labels)
+                acc = self.book.hist(key)
+                if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
+                    resets += 1
+                self._hist_keys[sli].add(key)
         for cname, family in COUNTERS.items():
-            if target.role not in SLI_ROLES and cname not in ALL_ROLE_COUNTERS:
+            skip_prefill = self._counter_feeders[cname].get(tid)
+            if skip_prefill is None:
                 continue
             for s in by_name.get(family, empty):
+                if skip_prefill and _prefill_series(s.labels):
+                    continue
                 if not (s.value >= 0 and s.value != float("inf")):
                     continue  # NaN, Inf or negative is no count: skip it rather than poison the sum
                 key = (tid, family, s.labels)
-                if self.book.scalar(key).update(s.value):
+                if self.book.scalar(key).update(s.value, born=born):
                     resets += 1
                 self._counter_keys[cname].add(key)
         gauges: dict[str, list[Sample]] = {}
@@ -91,6 +119,7 @@ class DeploymentEngine:
             n += 1
         if book is not None:
             self.book = book
+            self._observed |= {key[0] for key in (*book.hists, *book.scalars)}
             family_sli = {f: sli for sli, f in SLI_FAMILIES.items()}
             family_counter = {f: c for c, f in COUNTERS.items()}
             for key in book.hists:
@@ -145,10 +174,7 @@ class DeploymentEngine:
         if latest is None or start is None or latest.ts <= start.ts:
             return {}
         span = latest.ts - start.ts
-        # A counter that appeared inside the window has no start value: skip it rather than
-        # count its whole history as one window's worth.
-        return {
-            name: max(value - start.counters[name], 0.0) / span
-            for name, value in latest.counters.items()
-            if name in start.counters
-        }
+        # A counter missing from the window's start was born since (adjusted values start at 0 where a
+        # series was first seen), as increase() counts it from its creation.
+        return {name: max(value - start.counters.get(name, 0.0), 0.0) / span
+                for name, value in latest.counters.items()}

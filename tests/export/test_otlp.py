@@ -11,7 +11,7 @@ from aiohttp import web
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 from monitor.config import parse_config
-from monitor.export.otlp import start_otlp, start_otlp_for_sidecar
+from monitor.export.otlp import start_otlp
 from monitor.export.otlp_points import points_from_families, points_from_status, unit_for
 from monitor.export.prometheus import families_from_status
 from monitor.sidecar import Sidecar
@@ -197,7 +197,7 @@ def test_points_carry_prometheus_labels_and_no_created_samples(real_text):
 def test_sidecar_hook_is_off_without_an_endpoint_and_interval_is_checked():
     async def go():
         sc = Sidecar(parse_config({"deployments": []}))
-        return start_otlp_for_sidecar(sc)
+        return sc.start_otlp()
 
     assert asyncio.run(go()) is None
     with pytest.raises(ValueError, match="interval"):
@@ -210,7 +210,7 @@ def test_sidecar_hook_exports_to_the_configured_endpoint():
         cfg = parse_config({"sidecar": {"otlp_endpoint": endpoint, "otlp_interval_seconds": 3600},
                             "deployments": [{"name": "idle", "tpot_target_seconds": 0.05, "targets": []}]})
         sc = Sidecar(cfg)
-        handle = start_otlp_for_sidecar(sc)
+        handle = sc.start_otlp()
         assert handle is not None
         try:
             await asyncio.get_running_loop().run_in_executor(None, handle.force_flush)

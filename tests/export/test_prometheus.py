@@ -97,7 +97,7 @@ def test_default_bind_is_loopback(bind):
 
 
 def test_credentials_in_target_urls_are_redacted():
-    from monitor.export.status_model import redact
+    from monitor.state import redact
 
     assert redact("http://user:s3cret@10.0.0.1:8000/metrics") == "http://***@10.0.0.1:8000/metrics"
     assert redact("connection failed to http://a:b@h/x") == "connection failed to http://***@h/x"

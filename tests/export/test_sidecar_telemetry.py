@@ -10,8 +10,8 @@ from aiohttp import web
 from prometheus_client import generate_latest
 
 from monitor.config import Config, parse_config
-from monitor.export.status_model import StatusResponse
 from monitor.sidecar import Sidecar
+from monitor.state import StatusResponse
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
 from tests.conftest import REAL_FIXTURES, serve_routes
 

@@ -11,7 +11,7 @@ from monitor.generate import names
 from monitor.generate.options import Options
 from monitor.generate.plan import GoodputPlan, plan_slis
 from monitor.generate.rules import slo_groups
-from monitor.generate.sloth import render_sloth
+from monitor.interop.sloth import render_sloth
 
 
 def _rules(small_files: dict[str, str], deployment: str) -> list[dict]:

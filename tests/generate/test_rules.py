@@ -25,9 +25,16 @@ def test_every_sli_with_a_target_gets_good_total_error_and_burn_for_every_window
 
 def test_good_events_use_the_bucket_at_the_target_and_total_the_count(small_files):
     rules = {r["record"]: r for r in rules_of(small_files, "kimi-pd") if "record" in r and r["labels"].get("sli") == "ttft"}
-    assert 'sglang:time_to_first_token_seconds_bucket{deployment="kimi-pd",le="2.0",role=~"decode|prefill"}[5m]' \
+    # PD: only the decode server answers the request; the prefill server's series would count it twice.
+    assert 'sglang:time_to_first_token_seconds_bucket{deployment="kimi-pd",le="2.0",role=~"decode"}[5m]' \
         in rules[names.sli_good("5m")]["expr"]
     assert "sglang:time_to_first_token_seconds_count" in rules[names.sli_total("1d")]["expr"]
+
+
+def test_no_request_number_of_a_pd_deployment_reads_the_prefill_server(small_files):
+    for r in rules_of(small_files, "kimi-pd"):
+        if r.get("record", "").startswith(("slo_monitor:sli_", "slo_monitor:latency_mean")):
+            assert "prefill" not in r["expr"], r
 
 
 def test_error_ratio_is_guarded_against_no_traffic(small_files):
@@ -89,3 +96,20 @@ def test_time_scale_shrinks_windows_but_keeps_names(scaled_dir):
     assert "[5s]" in rules[names.sli_good("5m")]["expr"] and "[72m]" in rules[names.sli_good("3d")]["expr"]
     assert rules[names.ALERT_TARGET_DOWN]["for"] == "2s"
     assert "--time-scale 60" in (scaled_dir / "alerts/rules/kimi-pd.rules.yml").read_text().splitlines()[2]
+
+
+def test_every_rule_reads_recordings_of_its_own_group_made_before_it(small_files):
+    """Prometheus evaluates a group's rules in order at one timestamp; another group's recordings can be an
+    evaluation interval old. So an alert never sees a burn rate older than the error ratio it comes from."""
+    from monitor.generate.promql_names import metric_names
+
+    groups = [g for rel, text in small_files.items() if rel.startswith("alerts/rules/")
+              for g in yaml.safe_load(text)["groups"]]
+    recorded = {r["record"] for g in groups for r in g["rules"] if "record" in r}
+    for g in groups:
+        seen: set[str] = set()
+        for r in g["rules"]:
+            for name in metric_names(r["expr"]) & recorded:
+                assert name in seen, (g["name"], r.get("record") or r["alert"], name)
+            if "record" in r:
+                seen.add(r["record"])

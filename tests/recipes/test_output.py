@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from monitor.commands.recipe import generate
 from monitor.config import load_config, parse_config
 from monitor.recipes import default_config, import_recipe, render
-from monitor.recipes.cli import generate
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,14 +12,14 @@ from monitor.config import Config
 from monitor.conventions import SIDECAR_WINDOWS
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.request_log import read_records
-from monitor.export.status_model import (
+from monitor.requestlog.reader import RequestLogReader, state_path_for
+from monitor.state import (
     DeploymentStatus,
     SliStatus,
     StatusResponse,
     WindowStatus,
     sidecar_status,
 )
-from monitor.requestlog.reader import RequestLogReader, state_path_for
 from tests.requestlog.conftest import append, config_for, hour_start, line, name_for, rec
 
 PROMTOOL = "/usr/bin/promtool"

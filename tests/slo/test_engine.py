@@ -139,3 +139,69 @@ def test_request_rate_over_five_minutes():
     feed(eng, srv, 0, exposition(requests=100))
     feed(eng, srv, 100, exposition(requests=150))
     assert math.isclose(eng.state(100).rates["requests_total"], 0.5)
+
+
+def test_a_merged_engine_metrics_target_feeds_request_slis_without_its_prefill_workers():
+    """A router's /engine_metrics merges prefill and decode workers: only the decode series are requests."""
+    cfg = parse_config({"deployments": [{"name": "d", "mode": "pd-disaggregated", "tpot_target_seconds": 0.04,
+                                         "targets": [{"role": "router", "source": "router-engine-metrics",
+                                                      "url": "http://r:1/engine_metrics"}]}]})
+    dep = cfg.deployments[0]
+    eng = DeploymentEngine(dep)
+
+    def merged(n_decode: int, n_prefill: int) -> str:
+        decode = exposition(tpot=[0.03] * n_decode, engine="decode", requests=n_decode)
+        prefill = exposition(tpot=[0.5] * n_prefill, engine="prefill", requests=n_prefill)
+        return decode + "\n".join(ln for ln in prefill.splitlines() if not ln.startswith("#")) + "\n"
+
+    feed(eng, dep.targets[0], 0, merged(0, 0))
+    feed(eng, dep.targets[0], 60, merged(10, 10))
+    state = eng.state(60)
+    assert state.slis["tpot"].windows["5m"].events == 10 and state.slis["tpot"].windows["5m"].good_ratio == 1.0
+    assert state.rates["requests_total"] == 10 / 60
+
+
+def test_direct_server_scrapes_win_over_a_router_engine_metrics_target():
+    cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
+        {"role": "server", "url": "http://s:1/metrics"},
+        {"role": "server", "source": "router-engine-metrics", "url": "http://r:1/engine_metrics"}]}]})
+    dep = cfg.deployments[0]
+    eng = DeploymentEngine(dep)
+    for t, n in ((0, 0), (60, 10)):
+        for target in dep.targets:  # the router's merge repeats the server's series
+            eng.observe(target, parse(exposition(tpot=[0.03] * n), W))
+        eng.snapshot(t)
+    assert eng.state(60).slis["tpot"].windows["5m"].events == 10  # counted once
+
+
+def test_a_counter_born_inside_the_window_has_a_rate_from_its_first_sighting():
+    """SGLang creates num_requests_total at the first request: the rate must not wait ~5 minutes."""
+    eng, (srv,) = make()
+    feed(eng, srv, 0, exposition())  # the server answers, no request yet: no counter
+    feed(eng, srv, 10, exposition(tpot=[0.03] * 5, requests=5))
+    feed(eng, srv, 20, exposition(tpot=[0.03] * 15, requests=15))
+    assert math.isclose(eng.state(20).rates["requests_total"], 15 / 20)
+
+
+def test_a_target_first_scraped_late_adds_only_what_happens_after_it_is_seen():
+    """Its history from before the sidecar looked is not one window's events (Prometheus's rate agrees)."""
+    eng, (a, b) = make(roles=("server", "server"))
+    feed(eng, a, 0, exposition(tpot=[0.03] * 10, requests=10))  # b is down
+    eng.observe(a, parse(exposition(tpot=[0.03] * 20, requests=20), W))
+    eng.observe(b, parse(exposition(tpot=[0.5] * 5000, requests=5000), W))  # b comes up with a long past
+    eng.snapshot(60)
+    eng.observe(a, parse(exposition(tpot=[0.03] * 30, requests=30), W))
+    eng.observe(b, parse(exposition(tpot=[0.5] * 5000 + [0.03] * 10, requests=5010), W))
+    eng.snapshot(120)
+    w = eng.state(120).slis["tpot"].windows["5m"]
+    assert w.events == 30 and w.good_ratio == 1.0  # 20 from a, 10 from b; none of b's 5000 old ones
+    assert math.isclose(eng.state(120).rates["requests_total"], 30 / 120)
+
+
+def test_a_series_new_on_a_scraped_target_counts_from_zero():
+    eng, (srv,) = make()
+    feed(eng, srv, 0, exposition(tpot=[0.03] * 10))
+    both = exposition(tpot=[0.03] * 10) + exposition(tpot=[0.5] * 4).replace('is_streaming="true"', 'is_streaming="false"')
+    feed(eng, srv, 60, both)  # the non-streaming series appears with its first 4 requests
+    w = eng.state(60).slis["tpot"].windows["5m"]
+    assert w.events == 4 and w.good_ratio == 0.0

@@ -19,11 +19,17 @@ from grafanalib.core import (
     TimeSeries,
 )
 
+from monitor.conventions import ENGINE_ROLES, ENGINE_TYPE_LABEL, PREFILL_ENGINE_TYPE, REQUEST_ROLES
 from monitor.generate.promql_names import metric_names
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
 RATE = "$__rate_interval"
+# Matchers of the selected deployment: every engine server (load gauges, PD failures), and the servers
+# that answer requests (latency families, request and token counters; conventions.SLI_ROLES).
+D = 'deployment="$deployment"'
+ENGINE = f'{D},role=~"{"|".join(ENGINE_ROLES)}"'
+REQUESTS = f'{D},role=~"{"|".join(REQUEST_ROLES)}",{ENGINE_TYPE_LABEL}!="{PREFILL_ENGINE_TYPE}"'
 
 
 def datasource_var() -> Template:

@@ -15,7 +15,17 @@ from monitor.conventions import (
     SLI_FAMILIES,
 )
 from monitor.generate import names
-from monitor.generate.dashboards.common import RATE, dashboard, heatmap, query_var, stat, timeseries
+from monitor.generate.dashboards.common import (
+    ENGINE,
+    RATE,
+    REQUESTS,
+    D,
+    dashboard,
+    heatmap,
+    query_var,
+    stat,
+    timeseries,
+)
 from monitor.generate.plan import SLI_LONG, SLI_TITLES
 from monitor.requestlog.export import (
     GOODPUT_REQUESTS_TOTAL,
@@ -24,9 +34,6 @@ from monitor.requestlog.export import (
     M_GOODPUT_RATIO,
     M_MISSED,
 )
-
-D = 'deployment="$deployment"'
-ENGINE = f'{D},role=~"server|prefill|decode"'
 
 
 def per_dp(metric: str) -> str:
@@ -37,9 +44,9 @@ def per_dp(metric: str) -> str:
 
 def latency_panels(sli: str) -> list[tuple[Any, int, int]]:
     family, title = SLI_FAMILIES[sli], SLI_TITLES[sli]
-    buckets = f"sum by (le) (rate({family}_bucket{{{ENGINE}}}[{RATE}]))"
+    buckets = f"sum by (le) (rate({family}_bucket{{{REQUESTS}}}[{RATE}]))"
     queries = [(f"histogram_quantile({q}, {buckets})", f"p{round(q * 100):d}") for q in QUANTILES]
-    queries.append((f"sum(rate({family}_sum{{{ENGINE}}}[{RATE}])) / sum(rate({family}_count{{{ENGINE}}}[{RATE}]))",
+    queries.append((f"sum(rate({family}_sum{{{REQUESTS}}}[{RATE}])) / sum(rate({family}_count{{{REQUESTS}}}[{RATE}]))",
                     "mean"))
     queries.append((f'{names.TARGET}{{{D},sli="{sli}"}}', "target"))
     target_style = [{"matcher": {"id": "byName", "options": "target"},
@@ -52,7 +59,7 @@ def latency_panels(sli: str) -> list[tuple[Any, int, int]]:
     heat = heatmap(f"{title} distribution (target ${{{sli}_target}} s)",
                    f"Per-bucket rate of {family}; the title shows the SLO target of the selected deployment "
                    f"(from {names.TARGET}); buckets above it are bad events.",
-                   f"sum by (le) (rate({family}_bucket{{{ENGINE}}}[{RATE}]))")
+                   f"sum by (le) (rate({family}_bucket{{{REQUESTS}}}[{RATE}]))")
     return [(pct, 12, 8), (heat, 12, 8)]
 
 
@@ -90,20 +97,20 @@ def load_panels() -> list[tuple[Any, int, int]]:
         (timeseries("Prefix cache hit rate", "Last prefill batch's hit rate per scheduler, and the windowed rate "
                     "from cached tokens over prompt tokens.",
                     [(f"max by (role, instance) ({g['cache_hit_rate']}{{{ENGINE}}})", "batch {{role}} {{instance}}"),
-                     (f"sum(rate(sglang:cached_tokens_total{{{ENGINE}}}[{RATE}])) / "
-                      f"sum(rate(sglang:prompt_tokens_total{{{ENGINE}}}[{RATE}]))", "windowed")],
+                     (f"sum(rate(sglang:cached_tokens_total{{{REQUESTS}}}[{RATE}])) / "
+                      f"sum(rate(sglang:prompt_tokens_total{{{REQUESTS}}}[{RATE}]))", "windowed")],
                     unit="percentunit"), 12, 8),
         (timeseries("Throughput", "Generated tokens/s (scheduler gauge summed over DP ranks) and token counters.",
                     [(per_dp(g["gen_throughput"]), "gen {{role}} dp{{dp_rank}}"),
-                     (f"sum(rate(sglang:generation_tokens_total{{{ENGINE}}}[{RATE}]))", "output tokens/s"),
-                     (f"sum(rate(sglang:prompt_tokens_total{{{ENGINE}}}[{RATE}]))", "prompt tokens/s"),
-                     (f"sum(rate(sglang:num_requests_total{{{ENGINE}}}[{RATE}]))", "requests/s")]), 12, 8),
+                     (f"sum(rate(sglang:generation_tokens_total{{{REQUESTS}}}[{RATE}]))", "output tokens/s"),
+                     (f"sum(rate(sglang:prompt_tokens_total{{{REQUESTS}}}[{RATE}]))", "prompt tokens/s"),
+                     (f"sum(rate(sglang:num_requests_total{{{REQUESTS}}}[{RATE}]))", "requests/s")]), 12, 8),
         (timeseries("Speculative decoding accept length", "Accepted tokens per verify step (max per scheduler).",
                     [(f"max by (role, instance, dp_rank) ({g['spec_accept_length']}{{{ENGINE}}})",
                       "{{role}} {{instance}} dp{{dp_rank}}")]), 12, 8),
         (timeseries("Aborted and retracted requests", "Requests aborted (client disconnects, errors) and "
                     "retracted (KV pressure) per second.",
-                    [(f"sum(rate(sglang:num_aborted_requests_total{{{ENGINE}}}[{RATE}]))", "aborted"),
+                    [(f"sum(rate(sglang:num_aborted_requests_total{{{REQUESTS}}}[{RATE}]))", "aborted"),
                      (f"sum(rate(sglang:num_retracted_requests_total{{{ENGINE}}}[{RATE}]))", "retracted")],
                     unit="reqps"), 12, 8),
     ]

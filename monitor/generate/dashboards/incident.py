@@ -7,10 +7,7 @@ from typing import Any
 from monitor.config import Config
 from monitor.conventions import GAUGES, SLI_FAMILIES
 from monitor.generate import names
-from monitor.generate.dashboards.common import DS, RATE, dashboard, query_var, timeseries
-
-D = 'deployment="$deployment"'
-ENGINE = f'{D},role=~"server|prefill|decode"'
+from monitor.generate.dashboards.common import DS, ENGINE, RATE, REQUESTS, D, dashboard, query_var, timeseries
 
 
 def build(config: Config) -> dict[str, Any]:
@@ -19,7 +16,7 @@ def build(config: Config) -> dict[str, Any]:
                         [(f"{names.burn_rate('5m')}{{{D}}}", "5m {{sli}}"),
                          (f"{names.burn_rate('1h')}{{{D}}}", "1h {{sli}}")],
                         thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 14.4}])
-    p99 = [(f"histogram_quantile(0.99, sum by (le) (rate({SLI_FAMILIES[s]}_bucket{{{ENGINE}}}[{RATE}])))",
+    p99 = [(f"histogram_quantile(0.99, sum by (le) (rate({SLI_FAMILIES[s]}_bucket{{{REQUESTS}}}[{RATE}])))",
             f"p99 {s}") for s in ("ttft", "tpot")]
     comoving = [
         (timeseries("TTFT / TPOT p99", "p99 latency (display only) with the targets.",
@@ -31,12 +28,12 @@ def build(config: Config) -> dict[str, Any]:
                     [(f"max by (role) ({GAUGES['token_usage']}{{{ENGINE}}})", "{{role}}")], unit="percentunit"),
          12, 7),
         (timeseries("Throughput", "Output tokens per second and generation throughput gauge.",
-                    [(f"sum(rate(sglang:generation_tokens_total{{{ENGINE}}}[{RATE}]))", "output tokens/s"),
+                    [(f"sum(rate(sglang:generation_tokens_total{{{REQUESTS}}}[{RATE}]))", "output tokens/s"),
                      (f'sum(max by (instance, dp_rank) ({GAUGES["gen_throughput"]}{{{ENGINE}}}))', "gen_throughput")]),
          12, 7),
         (timeseries("Aborts, retractions, PD failures", "Per-second rates of requests that failed or were pushed "
                     "back.",
-                    [(f"sum(rate(sglang:num_aborted_requests_total{{{ENGINE}}}[{RATE}]))", "aborted"),
+                    [(f"sum(rate(sglang:num_aborted_requests_total{{{REQUESTS}}}[{RATE}]))", "aborted"),
                      (f"sum(rate(sglang:num_retracted_requests_total{{{ENGINE}}}[{RATE}]))", "retracted"),
                      (f"sum(rate(sglang:num_transfer_failed_reqs_total{{{D}}}[{RATE}]))", "KV transfer failed")]),
          12, 7),

@@ -1,11 +1,12 @@
-"""Wire types of `/api/v1/status` (pydantic), and their construction from engine state."""
+"""The sidecar's read model: what it knows about each deployment now, as the pydantic wire types of
+`/api/v1/status`, built from SLO engine state and target statuses. Every view reads this one model:
+the HTTP API and `/metrics` (export), the status table, the recording, the request-log families and the
+analyzer."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -13,9 +14,6 @@ from monitor import __version__
 from monitor.config import Deployment
 from monitor.scrape.status import TargetStatus
 from monitor.slo.state import DeploymentState, SliState
-
-if TYPE_CHECKING:
-    from monitor.requestlog.goodput import WindowGoodput
 
 
 def _f(x: float | None) -> float | None:
@@ -158,11 +156,6 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
         targets=[target_status(t) for t in targets],
         warnings=list(dep.warnings),
     )
-
-
-def goodput_status(dep: Deployment, windows: Iterable[WindowGoodput]) -> list[GoodputWindowStatus]:
-    return [GoodputWindowStatus(window=w.window, seconds=w.seconds, requests=w.requests, good=w.good, ratio=w.ratio,
-                                missed=dict(w.missed), objective=dep.goodput_objective) for w in windows]
 
 
 def sidecar_status(started_at: float, now: float, interval: float, cycles: int, last: float) -> SidecarStatus:

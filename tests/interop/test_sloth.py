@@ -5,7 +5,7 @@ import yaml
 from monitor.generate.options import Options
 from monitor.generate.plan import SLIPlan, plan_slis
 from monitor.generate.rules import sli_recordings
-from monitor.generate.sloth import render_sloth
+from monitor.interop.sloth import render_sloth
 
 WINDOW = "1h"
 

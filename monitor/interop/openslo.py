@@ -18,13 +18,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.config import Config, ConfigError, Deployment, format_validation_error
-from monitor.conventions import GOODPUT_SLI, SLI_FAMILIES, format_le, parse_duration
+from monitor.conventions import GOODPUT_SLI, SLI_FAMILIES, SLI_ROLES, format_le, parse_duration
 from monitor.escaping import yaml_text
 from monitor.generate.options import format_number
 from monitor.generate.plan import (
     SLI_LONG,
     SLI_TITLES,
     GoodputPlan,
+    engine_exclusions,
     engine_selector,
     goodput_plan,
     resolve_sli,
@@ -62,11 +63,11 @@ def _carried(dep: Deployment) -> dict[str, Any]:
 def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
     plan = resolve_sli(dep, sli, approximate=True)
     eq = {"deployment": dep.name}
-    regex = engine_selector(dep)
+    regex, neq = engine_selector(dep, SLI_ROLES[sli]), engine_exclusions(dep, SLI_ROLES[sli])
     # An interpolated target has no bucket of its own: count the edge below it (conservative).
     good_le = plan.le if not plan.approximate or plan.lower > 0 else format_le(plan.upper)
-    good = selector(plan.family + "_bucket", {**eq, "le": good_le}, regex)
-    total = selector(plan.family + "_count", eq, regex)
+    good = selector(plan.family + "_bucket", {**eq, "le": good_le}, regex, neq)
+    total = selector(plan.family + "_count", eq, regex, neq)
     pct = format_number(round(dep.objective * 100, 6))
     annotations = {A_TARGET: format_number(plan.target), A_DEPLOYMENT: json.dumps(_carried(dep), sort_keys=True)}
     if plan.approximate:

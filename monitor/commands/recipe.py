@@ -52,7 +52,7 @@ def generate(files: list[str], *, fmt: str = "yaml", ttft_target: float | None =
     for file in files:
         if _is_openslo(file):
             # OpenSLO in: the SLOs someone already wrote, as deployments of this config.
-            from monitor.config import load_config
+            from monitor.interop.load import load_config
 
             imported = load_config(file).deployments
             notes += [f"{file}: {d.name}: imported from OpenSLO" for d in imported]

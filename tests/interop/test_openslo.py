@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.config import ConfigError, load_config
-from monitor.generate.openslo import config_from_openslo, render_openslo
+from monitor.config import ConfigError
+from monitor.interop.load import load_config
+from monitor.interop.openslo import config_from_openslo, render_openslo
 
 SLO_FIELDS = ("ttft_target_seconds", "tpot_target_seconds", "itl_target_seconds", "e2e_target_seconds",
               "objective", "goodput_objective", "period")

@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from monitor.config import load_config
 from monitor.generate.build import generate
 from monitor.generate.options import Options, webhook_defaults
 from monitor.generate.writer import check, write
+from monitor.interop.load import load_config
 
 DEFAULT_CONFIG = "examples/kimi-k2.6-ascend.yaml"
 
@@ -46,10 +46,10 @@ def options_from(args: argparse.Namespace) -> Options:
 
 def _interop(config, fmt: str) -> dict[str, str]:
     if fmt == "openslo":
-        from monitor.generate.openslo import render_openslo
+        from monitor.interop.openslo import render_openslo
 
         return render_openslo(config)
-    from monitor.generate.sloth import render_sloth
+    from monitor.interop.sloth import render_sloth
 
     return render_sloth(config)
 
