@@ -24,7 +24,7 @@ from aiohttp import web
 
 from monitor.config import Config
 from monitor.conventions import DEFAULT_BUCKETS
-from monitor.emulate.control import control_app
+from monitor.emulate.control import MAX_ADVANCE_SECONDS, control_app
 from monitor.emulate.engine import EmulatedDeployment, ServerSim
 from monitor.emulate.exposition import render_npu, render_server
 from monitor.emulate.incidents import Incident, parse_spec
@@ -33,7 +33,6 @@ from monitor.emulate.topology import HOST, DeploymentLayout, Layout, localize, p
 from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
-MAX_ADVANCE_SECONDS = 7 * 86400.0  # one control call moves the clock at most a week
 ADVANCE_STEP_SECONDS = 60.0  # a long advance runs in steps, yielding to the event loop (and SIGTERM) between
 
 
