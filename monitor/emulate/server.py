@@ -425,11 +425,11 @@ class Emulator:
 
 def run_emulator(config: Config, base_port: int, *, speed: float = 1.0, seed: int = 0,
                  incidents: Iterable[str] = (), request_log_dir: str | None = None,
-                 ready: Any = None) -> None:
+                 ready: Any = None, synthetic: bool = True) -> None:
     """Run until SIGINT/SIGTERM (the CLI's `slo-monitor emulate`). `ready(emulator)` is called once up."""
     async def main() -> None:
         emu = Emulator(config, base_port, speed=speed, seed=seed, incidents=incidents,
-                       request_log_dir=request_log_dir)
+                       request_log_dir=request_log_dir, synthetic=synthetic)
         await emu.start()
         stop = asyncio.Event()
         on_stop_signals(stop.set)
