@@ -173,9 +173,11 @@ class ServingEndpoints:
         try:
             async for n in self._progress(request, req, prefill_side):
                 last = n
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.emu.sync()
-            self.dep.client_gone(req)
+        except ConnectionResetError:
+            self._gone(req)
+            return web.Response(status=499)  # nobody is listening any more
+        except asyncio.CancelledError:
+            self._gone(req)
             raise
         p = self._snapshot(req, last, prefill_side)
         if p.finish == "abort" and p.abort_status:
@@ -198,11 +200,16 @@ class ServingEndpoints:
                     await resp.write(chunk)
             await resp.write(wire.DONE)
             await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.emu.sync()
-            self.dep.client_gone(req)
+        except ConnectionResetError:  # the client (or the gateway) hung up mid-stream
+            self._gone(req)
+        except asyncio.CancelledError:
+            self._gone(req)
             raise
         return resp
+
+    def _gone(self, req: Req) -> None:
+        self.emu.sync()
+        self.dep.client_gone(req)
 
 
 class _Writer:
