@@ -625,8 +625,9 @@ class EmulatedDeployment:
         if srv is None:
             return
         now = self.now
-        factor = step_factor(len(rank.decoding), rank.reference, rank.prefilling() if srv.spec.role == "server"
-                             else 0, rank.capacity) * self.effects(srv.spec.role).tpot
+        unified = srv.spec.role == "server"  # a PD decode server runs no prefill beside its decode
+        factor = step_factor(len(rank.decoding), rank.reference, rank.prefilling() if unified else 0,
+                             rank.capacity) * self.effects(srv.spec.role).tpot
         t_next = math.inf
         for req in rank.decoding:
             self._close_segment(req, now)

@@ -5,7 +5,7 @@ decode batch per rank a request's base TPOT is lognormal with its median at 66 %
 spread (sigma 0.09) that puts almost none over it, so the batch swings of round-robin DP dispatch
 still leave the burn well under 0.5x. The scheduler (engine.py) multiplies the base by what its rank does right now: the decode batch relative
 to the reference (a bigger batch makes every step slower), prefills running beside decode (chunked
-prefill shares the forward), incidents; speculative decoding divides by the accepted length relative
+prefill shares the forward; a queue keeps a saturated rank prefilling), incidents; speculative decoding divides by the accepted length relative
 to the recipe's. TTFT is queueing plus prefill of the uncached prompt tokens; in PD it also carries
 bootstrap and KV transfer.
 """
@@ -27,7 +27,10 @@ NOMINAL_LOAD = 0.4  # share of running slots busy when the recipe gives no concu
 # A decode step reads every weight once plus each running request's KV: each request in the batch adds
 # this share of the weight-only step time.
 REQUEST_STEP_COST = 0.04
-PREFILL_INTERFERENCE = 0.5  # step time + this x (prefilling requests / slots): chunked prefill in the forward
+# Prefill batches run between decode steps: step time + this x (requests in prefill / slots). Under a
+# queue every freed slot is refilled at once, so a saturated rank is always prefilling something; a
+# request waiting for a slot it cannot get costs nothing.
+PREFILL_INTERFERENCE = 1.0
 DEFAULT_INPUT, DEFAULT_OUTPUT = 1024, 256
 PREFILL_TOKENS_PER_SECOND = 12000.0  # used only when the recipe gives no TTFT at all
 KV_MB_PER_TOKEN = 0.07
