@@ -335,12 +335,7 @@ class EmulatedDeployment:
                 self._count_abort(req.server, req)
                 self._pd_prealloc(rank)
             if req.p_server is not None and req.p_server is not srv and req.p_rank is not None:
-                prank = req.p_rank
-                for coll in (prank.bootstrap, prank.running, prank.inflight):
-                    coll.pop(req, None)
-                if req in prank.waiting:
-                    prank.waiting.remove(req)
-                self._pd_admit_prefill(prank)
+                self._leave_prefill(req.p_rank, req)
             req.notify()
 
     # --- arrivals ------------------------------------------------------------------------------
@@ -494,13 +489,7 @@ class EmulatedDeployment:
         req.produced = req.tokens(self.now) if req.t_first and self.now >= req.t_first else 0
         req.shape = dataclasses.replace(req.shape, finish_reason="abort")
         if req.p_rank is not None:
-            prank = req.p_rank
-            for coll in (prank.bootstrap, prank.running, prank.inflight):
-                coll.pop(req, None)
-            if req in prank.waiting:
-                prank.waiting.remove(req)
-            if req.p_server is not None:
-                self._pd_admit_prefill(prank)
+            self._leave_prefill(req.p_rank, req)
         if req.server is not None and req.rank is not None:
             rank = req.rank
             self._leave(rank, req)
@@ -681,6 +670,14 @@ class EmulatedDeployment:
         rank.transfer.pop(req, None)
         if req in rank.prealloc:
             rank.prealloc.remove(req)
+
+    def _leave_prefill(self, prank: RankSim, req: Req) -> None:
+        """Take a request out of every queue of its PD prefill rank, and let the next one in."""
+        for coll in (prank.bootstrap, prank.running, prank.inflight):
+            coll.pop(req, None)
+        if req in prank.waiting:
+            prank.waiting.remove(req)
+        self._pd_admit_prefill(prank)
 
     # --- PD flow -------------------------------------------------------------------------------
     def _pd_prealloc(self, rank: RankSim) -> None:

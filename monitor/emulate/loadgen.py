@@ -63,6 +63,12 @@ class LoadShape:
                          self.range_ratio, self.prefix_share)
 
 
+def draw_length(rng: random.Random, full: int, range_ratio: float) -> int:
+    """A random-dataset length: uniform in [full x range_ratio, full], as bench_serving draws them."""
+    lo = max(1, int(full * range_ratio))
+    return rng.randint(lo, max(full, lo))
+
+
 @dataclass
 class LoadStats:
     """What the clients saw (bench_serving's definitions: TTFT to the first chunk, TPOT from the first to the
@@ -118,18 +124,16 @@ class LoadGenerator:
         self._rr = itertools.count()
         self._prefix = [f"w{self.rng.randrange(2, 2000)}" for _ in range(int(shape.input_tokens * shape.prefix_share))]
 
-    def _length(self, full: int) -> int:
-        lo = max(1, int(full * self.shape.range_ratio))
-        return self.rng.randint(lo, max(full, lo))
-
     def body(self) -> dict[str, Any]:
         """bench_serving's `async_request_sglang_generate` payload for one random-ids row."""
-        prompt_len = self._length(self.shape.input_tokens)
+        prompt_len = draw_length(self.rng, self.shape.input_tokens, self.shape.range_ratio)
         shared = min(len(self._prefix), prompt_len)
         words = self._prefix[:shared] + [f"w{self.rng.randrange(2, 2000)}" for _ in range(prompt_len - shared)]
         return {"text": " ".join(words), "stream": True, "lora_path": None, "return_logprob": False,
                 "logprob_start_len": -1,
-                "sampling_params": {"temperature": 0.0, "max_new_tokens": self._length(self.shape.output_tokens),
+                "sampling_params": {"temperature": 0.0,
+                                    "max_new_tokens": draw_length(self.rng, self.shape.output_tokens,
+                                                                  self.shape.range_ratio),
                                     "ignore_eos": True}}
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -178,13 +178,21 @@ def step_factor(decoding: int, reference: float, prefilling: int, slots: int) ->
 
 
 def recipe_concurrency(dep: Deployment) -> int | None:
-    """bench_serving's --max-concurrency in the recipe the deployment came from, if any."""
+    """bench_serving's --max-concurrency in the recipe the deployment came from; else the one its measured
+    baseline implies (Little's law: output throughput x seconds per request / output tokens); else None."""
     bench = dep.launch.get("bench") if isinstance(dep.launch, dict) else None
     value = bench.get("max_concurrency") if isinstance(bench, dict) else None
     try:
-        return int(value) if value else None
+        if value:
+            return int(value)
     except (TypeError, ValueError):
-        return None
+        pass
+    base = dep.baseline
+    if base and base.output_throughput_tokens_per_second and base.tpot_mean_seconds:
+        out = dep.output_tokens or DEFAULT_OUTPUT
+        per_request = (base.ttft_mean_seconds or 0.0) + out * base.tpot_mean_seconds
+        return max(1, round(base.output_throughput_tokens_per_second * per_request / out))
+    return None
 
 
 def reference_batch(dep: Deployment, servers: list[ServerSpec], spec: ServerSpec) -> float:

@@ -125,8 +125,13 @@ def _server_info(dep: EmulatedDeployment, srv: ServerSim) -> dict[str, Any]:
 
 
 def _model_info(srv: ServerSim) -> dict[str, Any]:
-    return {"model_path": srv.spec.model_name, "tokenizer_path": srv.spec.model_name, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default", "model_type": "emulated",
+    """SGLang 0.5.23's /model_info (http_server.py `model_info`): the same keys."""
+    name = srv.spec.model_name
+    return {"model_path": name, "served_model_name": name, "tokenizer_path": name, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default", "load_format": "auto",
+            "reasoning_parser": None, "tool_call_parser": None,
+            "disaggregation_mode": {"server": "null"}.get(srv.spec.role, srv.spec.role),
+            "has_image_understanding": False, "has_audio_understanding": False, "model_type": "emulated",
             "architectures": ["EmulatedForCausalLM"]}
 
 

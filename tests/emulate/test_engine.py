@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.incidents import Incident
+from monitor.emulate.loadgen import LoadShape
 from monitor.emulate.request_log import read_records
 from tests.emulate.closed_loop import ClosedLoop
 
@@ -67,7 +68,7 @@ def test_tpot_regression_raises_mean_tpot_by_the_factor_at_fixed_concurrency(con
         dep = EmulatedDeployment(config.deployment("mixed"), seed=4, rate=0)
         if incident:
             dep.add_incident(Incident("mixed", "tpot_regression", factor=2.0))
-        ClosedLoop(dep, 12, 3500, 300)
+        ClosedLoop(dep, LoadShape(12, 3500, 300))
         dep.advance(1800)
         return mean(dep.servers[0].store, TPOT)
 
@@ -95,7 +96,7 @@ def test_tpot_x3_gauges_follow_the_scheduler_at_fixed_concurrency(config):
     """Closed loop: the same requests in flight take 3x longer, so the tokens produced per second fall to a
     third while running requests and the KV they hold stay where they were."""
     dep = EmulatedDeployment(config.deployment("mixed"), seed=5, rate=0)
-    loop = ClosedLoop(dep, 12, 3500, 300)
+    loop = ClosedLoop(dep, LoadShape(12, 3500, 300))
     dep.advance(600)
     before = {g: gauges(dep, g) for g in ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:token_usage")}
     done = len(loop.done)

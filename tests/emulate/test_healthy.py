@@ -13,7 +13,7 @@ import pytest
 from monitor.config import Deployment, load_config
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.incidents import Incident
-from monitor.emulate.model import recipe_concurrency
+from monitor.emulate.loadgen import LoadShape
 from monitor.recipes import default_config
 from monitor.slo.histogram import Hist, good_ratio, merge
 from tests.conftest import ROOT
@@ -49,10 +49,7 @@ def drive(row: Deployment, seconds: float, *, seed: int = 1, incident: Incident 
     dep = EmulatedDeployment(row, seed=seed, rate=0)  # no synthetic load: the closed loop is the client
     if incident is not None:
         dep.add_incident(incident)
-    bench = row.launch.get("bench") or {}
-    loop = ClosedLoop(dep, recipe_concurrency(row) or 8, row.input_tokens or 1024, row.output_tokens or 256,
-                      range_ratio=float(bench.get("random_range_ratio") or 1.0),
-                      prefix_share=row.prefix_cache_hit or 0.0, seed=seed)
+    loop = ClosedLoop(dep, LoadShape.from_deployment(row), seed=seed)  # the recipe's bench command
     dep.advance(seconds)
     return dep, loop
 
