@@ -9,8 +9,9 @@ step offers more load, as more closed-loop clients:
   - requests: 2-token outputs with a ~20 ms TTFT, so per-request work dominates.
 A step is *sustained* while the client-side TPOT (first to last chunk) stays within 2 % of the TPOT the
 server's own histogram recorded for the same requests (the agreement test's tolerance) and nothing
-failed: past that, the emulator delivers tokens later than its scheduler produced them. The emulator's
-CPU per 1000 tokens and per request gives what one full core would sustain.
+failed: past that, the emulator delivers tokens later than its scheduler produced them. Tokens per
+chunk shows when a stream that woke late sent several due tokens at once (SGLang's tokenizer manager
+coalesces the same way). The emulator's CPU per 1000 tokens and per request is the cost of that load.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ async def _step(server: str, pid: int, kind: str, clients: int, seconds: float) 
         await asyncio.sleep(min(2.0, seconds / 4))  # warm: every client has a request in flight
         s0, c0 = await _server_tpot(session, server + "/metrics")
         done0, tok0, tp0, tpn0 = gen.stats.completed, gen.stats.tokens, gen.stats.tpot_sum, gen.stats.tpot_count
+        chunks0 = gen.stats.chunks
         cpu0, t0 = cpu_seconds(pid), time.monotonic()
         await asyncio.sleep(seconds)
         cpu1, t1 = cpu_seconds(pid), time.monotonic()
         done1, tok1, tp1, tpn1 = gen.stats.completed, gen.stats.tokens, gen.stats.tpot_sum, gen.stats.tpot_count
+        chunks1 = gen.stats.chunks
         s1, c1 = await _server_tpot(session, server + "/metrics")
         stop.set()
         await task
@@ -82,6 +85,7 @@ async def _step(server: str, pid: int, kind: str, clients: int, seconds: float) 
     return {"kind": kind, "clients": clients, "req_s": requests / span, "tok_s": tokens / span,
             "cpu": cpu / span, "cpu_per_1k_tokens": cpu / tokens * 1000 if tokens else float("nan"),
             "cpu_per_request": cpu / requests if requests else float("nan"), "tpot_lag": lag,
+            "tokens_per_chunk": tokens / (chunks1 - chunks0) if chunks1 > chunks0 else float("nan"),
             "failed": gen.stats.failed, "sustained": gen.stats.failed == 0 and (kind == "requests" or abs(lag) < TOLERANCE)}
 
 
@@ -120,17 +124,21 @@ def render(results: list[dict[str, Any]]) -> str:
     rows = [[r["kind"], str(r["clients"]), f"{r['req_s']:.0f}", f"{r['tok_s']:.0f}", f"{r['cpu'] * 100:.0f} %",
              f"{r['cpu_per_1k_tokens'] * 1000:.0f} ms" if r["kind"] == "tokens" else f"{r['cpu_per_request'] * 1e3:.2f} ms",
              f"{r['tpot_lag'] * 100:+.1f} %" if r["kind"] == "tokens" else "–",
+             f"{r['tokens_per_chunk']:.2f}" if r["kind"] == "tokens" else "–",
              "yes" if r["sustained"] else f"no ({r['failed']} failed)" if r["failed"] else "no"] for r in results]
     table = markdown(["load", "clients", "requests/s", "tokens/s", "emulator CPU", "CPU per 1k tokens / request",
-                      "client TPOT vs server", "sustained"], rows)
+                      "client TPOT vs server", "tokens/chunk", "sustained"], rows)
     tok = [r for r in results if r["kind"] == "tokens" and r["sustained"]]
     req = [r for r in results if r["kind"] == "requests" and r["sustained"]]
     lines = [table, ""]
     if tok:
         best = max(tok, key=lambda r: r["tok_s"])
-        lines.append(f"- Streamed tokens: {best['tok_s']:.0f} tokens/s sustained here (one chunk each); at "
-                     f"{best['cpu_per_1k_tokens'] * 1000:.0f} ms of emulator CPU per 1000 tokens one full core "
-                     f"would stream ~{1 / best['cpu_per_1k_tokens'] * 1000:.0f} tokens/s.")
+        single = [r for r in tok if r["tokens_per_chunk"] < 1.05] or tok
+        one = max(single, key=lambda r: r["tok_s"])
+        lines.append(f"- Streamed tokens: {best['tok_s']:.0f} tokens/s sustained here "
+                     f"({best['tokens_per_chunk']:.2f} tokens per chunk: a late stream sends what is due in one "
+                     f"chunk, as SGLang's tokenizer manager does); one chunk per token up to {one['tok_s']:.0f} "
+                     f"tokens/s, at {one['cpu_per_1k_tokens'] * 1000:.0f} ms of emulator CPU per 1000 tokens.")
     if req:
         best = max(req, key=lambda r: r["req_s"])
         lines.append(f"- Requests: {best['req_s']:.0f} requests/s sustained; ~{best['cpu_per_request'] * 1e3:.2f} ms "

@@ -81,12 +81,14 @@ class LoadStats:
     ttft_sum: float = 0.0
     tpot_sum: float = 0.0
     tpot_count: int = 0
+    chunks: int = 0
     last_error: str | None = None
     errors: dict[str, int] = field(default_factory=dict)
 
     def add(self, r: Reply) -> None:
         self.completed += 1
         self.tokens += r.tokens
+        self.chunks += r.chunks
         self.ttft_sum += r.ttft
         if r.tokens > 1:
             self.tpot_sum += (r.latency - r.ttft) / (r.tokens - 1)
@@ -98,6 +100,7 @@ class Reply:
     tokens: int
     ttft: float
     latency: float
+    chunks: int = 0  # SSE chunks with output (a late server sends several tokens in one)
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any]
     loop = asyncio.get_running_loop()
     start = loop.time()
     first = end = 0.0
+    chunks = 0
     async with session.post(url, json=body) as resp:
         if resp.status != 200:
             raise ValueError(f"HTTP {resp.status} from {url}: {(await resp.text())[:200]}")
@@ -193,6 +197,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any]
             line = line.strip()
             if line.startswith(b"data: ") and line != b"data: [DONE]":
                 last = line
+                chunks += 1
                 end = loop.time()
                 first = first or end
         if not last:
@@ -202,4 +207,4 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any]
         reason = meta.get("finish_reason") or {}
         if reason.get("type") == "abort" or "error" in chunk:
             raise ValueError(f"{url}: aborted: {reason.get('message') or last[:200]!r}")
-        return Reply(int(meta.get("completion_tokens") or 0), first - start, end - start)
+        return Reply(int(meta.get("completion_tokens") or 0), first - start, end - start, chunks)
