@@ -6,8 +6,15 @@ STAMP := $(VENV)/.installed
 # SGLang's own bench_serving, as shipped in the sglang 0.5.23 wheel, installed without its runtime
 # dependencies (torch, CUDA) into a directory of its own; monitor/emulate/bench_serving.py runs it.
 SGLANG_WHEEL_DIR := $(VENV)/sglang-0.5.23
+# The gateways live in their own venvs under the project's venv: smg 1.13 installs a `smg` binary that
+# clashes with sglang-router 0.3.2's (installed by the dev extra into .venv itself).
+# monitor/emulate/router.py finds them at $(VENV)/gateways/<name>-<version>/bin.
+GATEWAYS := $(VENV)/gateways
+SMG_VERSION := 1.13.0
+SMG_VENV := $(GATEWAYS)/smg-$(SMG_VERSION)
+SMG_STAMP := $(SMG_VENV)/.installed
 
-.PHONY: venv demo test lint generate check-generated bench clean
+.PHONY: venv gateways demo test lint generate bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,10 +25,20 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: $(STAMP)
+# Order-only on the project venv: a pyproject change must not reinstall the gateway.
+$(SMG_STAMP): | $(STAMP)
+	$(PY) -m venv $(SMG_VENV)
+	$(SMG_VENV)/bin/pip install -q --upgrade pip
+	$(SMG_VENV)/bin/pip install -q smg==$(SMG_VERSION)
+	$(SMG_VENV)/bin/smg --version
+	touch $@
+
+gateways: $(SMG_STAMP)
+
+demo: $(STAMP) gateways
 	$(BIN)/slo-monitor demo
 
-test: $(STAMP)
+test: $(STAMP) gateways
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -ra
 

@@ -101,7 +101,7 @@ async def trial(seed: int, *, factor: float, warm: float, limit: float, output_t
                     detected = state.now
                     break
                 await emu.advance(1.0)
-            store = scraper.engines["det"].store
+            store = sidecar.observations.engines["det"].store
         return {"seed": seed, "phase": phase, "latency": None if detected is None else detected - injected,
                 "burn_before": burn0, "b0": 1.0 - good0 if good0 is not None else 0.0,
                 **_window_math(store, EPOCH + injected)}

@@ -72,7 +72,7 @@ async def _live(sidecar, cycles: int, interval: float) -> dict[str, object]:
 
     await scraper.run(stop, on_cycle)
     (w0, c0), (w1, c1) = marks[0], marks[-1]
-    failures = [s.last_error for s in scraper.statuses.values() if s.last_error]
+    failures = [s.last_error for s in sidecar.observations.statuses.values() if s.last_error]
     return {"cpu_share": (c1 - c0) / (w1 - w0) if w1 > w0 else float("nan"),
             "cycle_seconds": cycle_s[1:] or cycle_s, "render_seconds": render_s,
             "failures": len(failures), "first_failure": failures[0] if failures else None}
@@ -83,7 +83,7 @@ def _simulate(sidecar, offset: list[float], hours: float, interval: float, text:
     from monitor.parse.families import engine_wanted
 
     base = parse(text, engine_wanted())
-    engines = list(sidecar.scraper.engines.values())
+    engines = list(sidecar.observations.engines.values())
     steps = int(hours * 3600 / interval)
     coarse = max(round(engines[0].store.coarse_step / interval), 1)
     # Only snapshots that the store keeps are taken: one per coarse step until the last fine horizon,

@@ -13,9 +13,9 @@ COMMAND_MODULES = (
     "monitor.commands.inspect",
     "monitor.commands.demo",
     "monitor.commands.recipe",
-    "monitor.emulate.cli",
+    "monitor.commands.emulate",
     "monitor.commands.generate",
-    "monitor.analyze.cli",
+    "monitor.commands.analyze",
 )
 
 

@@ -58,6 +58,9 @@ class Target(_Strict):
     name: str | None = Field(default=None, description="stable id; defaults to role@url")
     timeout_seconds: float | None = Field(default=None, gt=0)
     bearer_token: str | None = Field(default=None, repr=False)
+    # Like Prometheus, redirects are not followed unless asked; even then only on the target's own
+    # scheme, host and port (never to another host).
+    follow_redirects: bool = False
     # npu-smi only: also run `npu-smi info -t KIND -i N -c M` per chip and lay what it reports over
     # the table (e.g. `ecc` for error counts, which the table does not show). One process per chip and kind.
     npu_smi_details: list[NpuSmiDetail] | None = None
@@ -217,6 +220,9 @@ class SidecarSettings(_Strict):
     recording_interval_seconds: float = Field(default=15.0, gt=0)
     recording_retention: str = "1d"
     api_bearer_token: str | None = Field(default=None, repr=False)
+    # A connection to the sidecar's port must deliver a whole request within this many seconds of
+    # opening (or of its previous response), else it is closed: half-sent requests hold nothing.
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
     otlp_endpoint: str | None = None
     otlp_interval_seconds: float = Field(default=15.0, gt=0)
 

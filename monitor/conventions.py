@@ -21,8 +21,10 @@ SLI_FAMILIES: Final[dict[str, str]] = {
     "e2e": "sglang:e2e_request_latency_seconds",
 }
 SLIS: Final = tuple(SLI_FAMILIES)
-# The optional per-request SLO (requests meeting every target), from a request-log target.
+# The optional per-request SLO (requests meeting every target), from a request-log target, and the
+# latency SLIs a request's log line can be judged on (ITL is per token: no single verdict per request).
 GOODPUT_SLI: Final = "goodput"
+REQUEST_SLIS: Final = ("ttft", "tpot", "e2e")
 # Older SGLang (the docs sample) used this name for what is now ITL.
 LEGACY_TPOT_FAMILY: Final = "sglang:time_per_output_token_seconds"
 
@@ -53,6 +55,7 @@ COUNTERS: Final[dict[str, str]] = {
     "cached_tokens_total": "sglang:cached_tokens_total",
     "bootstrap_failed_total": "sglang:num_bootstrap_failed_reqs_total",
     "transfer_failed_total": "sglang:num_transfer_failed_reqs_total",
+    "retracted_total": "sglang:num_retracted_requests_total",  # KV pressure pushed a running request back
 }
 GAUGES: Final[dict[str, str]] = {
     "num_running_reqs": "sglang:num_running_reqs",
@@ -79,7 +82,8 @@ REQUEST_ROLES: Final = ("server", "decode")
 SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {sli: REQUEST_ROLES for sli in SLI_FAMILIES}
 # PD failures are counted on the server that saw them (prefill or decode); the rest per request.
 COUNTER_ROLES: Final[dict[str, tuple[str, ...]]] = {
-    name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total") else REQUEST_ROLES
+    name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total", "retracted_total")
+    else REQUEST_ROLES
     for name in COUNTERS
 }
 # What SGLang itself records on a PD prefill server (the emulator reproduces it): E2E only.
@@ -94,27 +98,76 @@ KV_TRANSFER_LATENCY: Final = "sglang:kv_transfer_latency_ms"
 
 # Labels that only identify a process, not a series: dropped at parse time.
 DROPPED_LABELS: Final = frozenset({"pid"})
-RANK_LABELS: Final = ("tp_rank", "pp_rank", "moe_ep_rank", "dp_rank")
-# Gauges with `le`/`gt` labels that are NOT histograms (GaugeHistogram emulations).
-GAUGE_HISTOGRAMS: Final = frozenset({
-    "sglang:routing_key_running_req_count",
-    "sglang:routing_key_all_req_count",
-    "smg_http_inflight_request_age_count",
-})
 
 # --- Router ------------------------------------------------------------------------------------
+# The gateways the project is tested against (monitor/emulate/router.py launches and finds them):
+# the Shepherd Model Gateway people deploy today, and the sglang-router it replaced.
+GATEWAY_SMG: Final = "smg-1.13"
+GATEWAY_SGLANG_ROUTER: Final = "sglang-router-0.3.2"
+GATEWAYS: Final = (GATEWAY_SMG, GATEWAY_SGLANG_ROUTER)
+DEFAULT_GATEWAY: Final = GATEWAY_SMG
+# Families of smg 1.13 that sglang-router 0.3.2 does not have, each seen in the real binary's exposition or
+# its metric descriptions (docs/gateways.md says what each measures, with the capture that shows it).
+SMG_PD_FAMILIES: Final = (
+    "smg_pd_ttft_seconds",  # prefill dispatch to the decode response *head* on the HTTP router: not TTFT
+    "smg_pd_prefill_duration_seconds",
+    "smg_pd_decode_ttft_seconds",
+    "smg_pd_kv_transfer_duration_seconds",
+    "smg_pd_bootstrap_failures_total",
+    "smg_pd_kv_transfer_failures_total",
+    "smg_pd_rendezvous_failures_total",
+    "smg_pd_admission_window",
+    "smg_pd_admission_waits_total",
+    "smg_pd_admission_sheds_total",
+    "smg_pd_prefill_admission_inflight",
+    "smg_pd_prefill_admission_queued",
+    "smg_pd_prefill_admission_wait_seconds",
+    "smg_pd_prefill_admission_rejections_total",
+)
+SMG_ENGINE_FAMILIES: Final = (  # the gateway's copies of the workers' load (labels worker, model, dp_rank)
+    "smg_engine_running_requests",
+    "smg_engine_waiting_requests",
+    "smg_engine_token_usage",
+    "smg_engine_gen_throughput",
+    "smg_engine_cache_hit_rate",
+)
+SMG_WORKER_FAMILIES: Final = (
+    "smg_worker_requests_total",  # per worker URL, counted at each send (retries and both PD legs included)
+    "smg_worker_overload_shed_total",
+    "smg_worker_overload_fallback_total",
+    "smg_workers_overloaded",
+    "smg_worker_stalled",
+)
+SMG_ADMISSION_FAMILIES: Final = (
+    "smg_admission_inflight",
+    "smg_admission_queue_depth",
+    "smg_admission_queue_rejected_total",
+)
+SMG_WORKER_HEALTH: Final = "smg_worker_health"  # per worker: 1 healthy, 0 unhealthy, -1 removed (0.3.2)
+SMG_WORKER_CB_STATE: Final = "smg_worker_cb_state"  # per worker: 0 closed, 1 open, 2 half-open, -1 removed
+SMG_ROUTER_REQUESTS: Final = "smg_router_requests_total"
 ROUTER_FAMILIES: Final = (
-    "smg_router_requests_total",
+    SMG_ROUTER_REQUESTS,
     "smg_router_request_duration_seconds",
     "smg_router_request_errors_total",
     "smg_router_upstream_responses_total",
     "smg_http_responses_total",
-    "smg_worker_health",
+    SMG_WORKER_HEALTH,
     "smg_worker_pool_size",
     "smg_worker_errors_total",
     "smg_worker_retries_total",
-    "smg_worker_cb_state",
+    SMG_WORKER_CB_STATE,
+    *SMG_PD_FAMILIES,
+    *SMG_ENGINE_FAMILIES,
+    *SMG_WORKER_FAMILIES,
+    *SMG_ADMISSION_FAMILIES,
 )
+# The gateway's /engine_metrics merges every worker's /metrics and labels each series with its worker.
+WORKER_ADDR_LABEL: Final = "worker_addr"
+# SGLang labels every series with the server's engine type (DisaggregationMode.to_engine_type); the
+# sidecar's target role for each.
+ENGINE_TYPE_LABEL: Final = "engine_type"
+ENGINE_TYPE_ROLES: Final[dict[str, str]] = {"unified": "server", "prefill": "prefill", "decode": "decode"}
 
 # --- SLO windows and the SRE-workbook multi-window multi-burn-rate policy -------------------
 # Windows the sidecar computes itself; longer ones are Prometheus's job (generated rules).
@@ -130,6 +183,18 @@ BURN_RATE_ALERTS: Final = (
     ("ticket", "3d", "6h", 1.0),
 )
 QUANTILES: Final = (0.5, 0.9, 0.99)
+
+
+def burn_thresholds_text() -> str:
+    """`page 14.4 (1h & 5m) and 6 (6h & 30m), ticket 3 (1d & 2h) and 1 (3d & 6h)` for panel descriptions."""
+    parts: dict[str, list[str]] = {}
+    for severity, long_w, short_w, factor in BURN_RATE_ALERTS:
+        parts.setdefault(severity, []).append(f"{factor:g} ({long_w} & {short_w})")
+    return ", ".join(f"{sev} {' and '.join(p)}" for sev, p in parts.items())
+
+
+PAGE_BURN_RATE: Final = max(f for sev, _, _, f in BURN_RATE_ALERTS if sev == "page")  # the fast page pair
+PAGE_BURN_RATE_SLOW: Final = min(f for sev, _, _, f in BURN_RATE_ALERTS if sev == "page")  # the slow one
 
 # --- What the sidecar exports --------------------------------------------------------------
 NS: Final = "slo_monitor"
@@ -154,11 +219,112 @@ M_SCRAPES = f"{NS}_target_scrapes_total"
 M_SCRAPE_ERRORS = f"{NS}_target_scrape_errors_total"
 M_COUNTER_RESETS = f"{NS}_target_restarts_total"  # counter resets = SGLang restarts
 M_DEPLOYMENT_INFO = f"{NS}_deployment_info"
-M_BASELINE_TPOT = f"{NS}_baseline_tpot_seconds"
-M_BASELINE_TTFT = f"{NS}_baseline_ttft_seconds"
 
-# Accelerator series (telemetry issue): base units, one label set.
+# Request-log series (per-request goodput from SGLang's --export-metrics-to-file; monitor.requestlog).
+M_GOODPUT_RATIO = f"{NS}_goodput_ratio"
+M_GOODPUT_RATE = f"{NS}_goodput_requests_per_second"
+M_LOG_REQUESTS = f"{NS}_request_log_requests"
+M_MISSED = f"{NS}_requests_missed"
+M_LOG_SLI_GOOD = f"{NS}_request_log_sli_good_ratio"
+M_DISAGREEMENT = f"{NS}_sli_source_disagreement_ratio"
+M_LOG_LINES = f"{NS}_request_log_lines"  # counters: exposed with `_total`
+M_LOG_ERRORS = f"{NS}_request_log_errors"
+M_LOG_FINISHED = f"{NS}_request_log_finished_requests"
+M_GOODPUT_REQUESTS = f"{NS}_goodput_requests"
+# The sample names Prometheus stores for the two counters the goodput SLO rules read.
+LOG_FINISHED_TOTAL = M_LOG_FINISHED + "_total"
+GOODPUT_REQUESTS_TOTAL = M_GOODPUT_REQUESTS + "_total"
+
+# Accelerator series (monitor.telemetry): base units, one label set for every per-chip series.
 ACCEL_LABELS: Final = ("deployment", "node", "device", "chip", "vendor")
+M_ACCEL_UTILIZATION = "accelerator_utilization_ratio"
+M_ACCEL_MEMORY_USED = "accelerator_memory_used_bytes"
+M_ACCEL_MEMORY_TOTAL = "accelerator_memory_total_bytes"
+M_ACCEL_TEMPERATURE = "accelerator_temperature_celsius"
+M_ACCEL_POWER = "accelerator_power_watts"
+M_ACCEL_HEALTH = "accelerator_health"
+M_ACCEL_HEALTH_INFO = "accelerator_health_info"
+M_ACCEL_LINK_UP = "accelerator_link_up"
+M_ACCEL_PROCESSES = "accelerator_processes"
+M_ACCEL_INFO = "accelerator_info"
+M_ACCEL_ECC = "accelerator_ecc_errors"  # counter: exposed with `_total`
+M_ACCEL_UP = "accelerator_telemetry_up"
+M_ACCEL_DURATION = "accelerator_telemetry_duration_seconds"
+
+# --- What the generated rules record and alert on (Sloth-style, one family per concept) -------
+# Every SLO series carries `deployment` and `sli`; windows are in the name (`..:rate5m`) and keep
+# the nominal window even under --time-scale, so dashboards and tests select by labels only.
+
+
+def sli_good(window: str) -> str:
+    return f"{NS}:sli_good:rate{window}"
+
+
+def sli_total(window: str) -> str:
+    return f"{NS}:sli_total:rate{window}"
+
+
+def sli_error(window: str) -> str:
+    return f"{NS}:sli_error:ratio_rate{window}"
+
+
+def burn_rate(window: str) -> str:
+    return f"{NS}:burn_rate:ratio_rate{window}"
+
+
+def latency_mean(window: str) -> str:
+    return f"{NS}:latency_mean:seconds_rate{window}"
+
+
+SLI_ERROR_PERIOD: Final = f"{NS}:sli_error:ratio_period"  # + label period="30d"
+PERIOD_BURN_RATE: Final = f"{NS}:period_burn_rate:ratio"
+BUDGET_REMAINING: Final = f"{NS}:error_budget_remaining:ratio"
+OBJECTIVE: Final = f"{NS}:objective:ratio"
+ERROR_BUDGET: Final = f"{NS}:error_budget:ratio"
+TARGET: Final = f"{NS}:target:seconds"
+QUEUE: Final = f"{NS}:queue_requests:sum"  # labels deployment, role
+RUNNING: Final = f"{NS}:running_requests:sum"  # labels deployment, role
+
+# Alerts. Burn-rate alerts carry severity, long_window, short_window, burn_rate_threshold.
+ALERT_PAGE: Final = "SLOErrorBudgetBurnFast"  # severity=page: 1h/5m and 6h/30m
+ALERT_TICKET: Final = "SLOErrorBudgetBurnSlow"  # severity=ticket: 1d/2h and 3d/6h
+ALERT_TARGET_DOWN: Final = "SGLangTargetDown"
+ALERT_METRICS_ABSENT: Final = "SGLangMetricsAbsent"
+ALERT_QUEUE_GROWING: Final = "SGLangQueueGrowing"
+ALERT_KV_FULL: Final = "SGLangKVCacheNearFull"
+ALERT_PD_TRANSFER: Final = "SGLangPDTransferFailures"
+ALERT_PD_BOOTSTRAP: Final = "SGLangPDBootstrapFailures"
+ALERT_REGRESSION: Final = "SGLangLatencyRegression"  # label sli=tpot|ttft
+ALERT_ROUTER_WORKER: Final = "SGLangRouterWorkerUnhealthy"
+ALERT_SIDECAR_DOWN: Final = "SLOMonitorSidecarDown"
+ALERT_ACCEL_UNHEALTHY: Final = "AcceleratorUnhealthy"
+ALERT_ACCEL_WARNING: Final = "AcceleratorHealthWarning"
+ALERT_ACCEL_MEMORY: Final = "AcceleratorMemoryNearlyFull"
+ALERT_ACCEL_TEMPERATURE: Final = "AcceleratorTemperatureHigh"
+ALERT_ACCEL_TELEMETRY_DOWN: Final = "AcceleratorTelemetryDown"
+ALERT_ACCEL_TELEMETRY_ABSENT: Final = "AcceleratorTelemetryAbsent"
+
+# Thresholds of the symptom alerts (the burn-rate ones are BURN_RATE_ALERTS above).
+KV_FULL_RATIO: Final = 0.95  # sglang:token_usage: new requests queue, running ones get retracted
+REGRESSION_FACTOR: Final = 1.5  # mean latency over the recipe's baseline
+# HBM above 95 %: the headroom SGLang leaves beyond --mem-fraction-static is gone (activation or graph
+# capture OOM next). 85 °C is NVIDIA's template default; Huawei publishes no number: a site knob.
+ACCEL_MEMORY_RATIO: Final = 0.95
+ACCEL_TEMPERATURE_CELSIUS: Final = 85.0
+
+SIDECAR_JOB: Final = "slo-monitor"
+
+
+def group(deployment: str, kind: str) -> str:
+    return f"slo-monitor:{deployment}:{kind}"
+
+
+def rules_file(deployment: str) -> str:
+    return f"rules/{deployment}.rules.yml"
+
+
+def test_file(deployment: str) -> str:
+    return f"tests/{deployment}.test.yml"
 
 
 def canonical_name(name: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,26 +15,31 @@ from prometheus_client.core import Metric
 
 from monitor.config import Config
 from monitor.conventions import parse_duration
-from monitor.export.http_server import build_app
+from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
-from monitor.record.store import Recording
+from monitor.observations import Observations
+from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
 from monitor.record.summary import state_row
 from monitor.requestlog import RequestLogReader, state_path_for
 from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
+from monitor.slo.engine import DeploymentEngine
 from monitor.state import StatusResponse, deployment_status, sidecar_status
+from monitor.telemetry.export import telemetry_families
 
 log = logging.getLogger(__name__)
 
 
 class Sidecar:
-    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time,
+                 recording_reset: bool = False) -> None:
         self.config = config
         self.clock = clock
         self.started_at = clock()
-        self.scraper = Scraper(config, clock=clock)
+        self.observations = Observations(config)
+        self.scraper = Scraper(config, self.observations, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_logs = RequestLogReader(config, state_path_for(config.sidecar.recording_path), clock=clock)
         self.registry.register(SidecarCollector(self.status, self.extra_families))
@@ -42,29 +48,47 @@ class Sidecar:
         self._stop = asyncio.Event()
         self.recording: Recording | None = None
         self._last_record = 0.0
+        self._record_error: str | None = None
+        self.restored: dict[str, int] = {}
         if config.sidecar.recording_path:
-            self.recording = Recording(config.sidecar.recording_path)
+            self._open_recording(config.sidecar.recording_path, reset=recording_reset)
+
+    def _open_recording(self, path: str, *, reset: bool) -> None:
+        """Open the recording and restore from it; a damaged one is refused, or with `reset` moved
+        aside (kept for a post-mortem) and replaced by a fresh one."""
+        try:
+            self.recording = Recording(path)
             self.restored = self._restore()
+        except CorruptRecording as err:
+            if self.recording is not None:
+                self.recording.close()
+                self.recording = None
+            if not reset:
+                raise RecordingError(f"{err}; start with `slo-monitor run --recording-reset` to move it aside "
+                                     "and begin a fresh recording, or set sidecar.recording_path to another file"
+                                     ) from None
+            aside = move_aside(path, self.clock())
+            log.warning("%s; moved it to %s and started a fresh recording", err, aside.name)
+            self.recording = Recording(path)
 
     def _restore(self) -> dict[str, int]:
-        """Reload windows and accumulators an earlier run recorded (SLO windows survive restarts)."""
+        """Reload windows and accumulators an earlier run recorded (SLO windows survive restarts).
+
+        Everything is read into fresh engines first: a damaged row found half-way leaves the
+        scraper's engines untouched."""
         assert self.recording is not None
         horizon = self.clock() - parse_duration(self.config.sidecar.recording_retention)
+        engines = {dep.name: DeploymentEngine(dep) for dep in self.config.deployments}
         loaded = {}
         for dep in self.config.deployments:
             saved = self.recording.book(dep.name)
-            n = self.scraper.engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
-                                                       saved[1] if saved else None)
-            loaded[dep.name] = n
+            loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
+                                                         saved[1] if saved else None)
+        self.observations.engines.update(engines)
+        for name, n in loaded.items():
             if n:
-                log.info("restored %d recorded snapshots of %s", n, dep.name)
+                log.info("restored %d recorded snapshots of %s", n, name)
         return loaded
-
-    def _readings_by_deployment(self) -> dict[str, list]:
-        out: dict[str, list] = {}
-        for (dep, _tid), result in self.scraper.telemetry.items():
-            out.setdefault(dep, []).append(result)
-        return out
 
     def record(self, now: float, *, force: bool = False) -> bool:
         """Write one recording tick when the recording interval has passed."""
@@ -73,19 +97,30 @@ class Sidecar:
         if not force and now - self._last_record < self.config.sidecar.recording_interval_seconds:
             return False
         status = self.status()
-        telemetry = self._readings_by_deployment()
+        telemetry = self.observations.readings_by_deployment()
         logs: dict[str, list] = {}
         for c in self.request_logs.counts() if self.request_logs else ():
             logs.setdefault(c.deployment, []).append(c)
         rows = []
         for dep, ds in zip(self.config.deployments, status.deployments):
-            engine = self.scraper.engines[dep.name]
+            engine = self.observations.engines[dep.name]
             snap = engine.store.latest()
             if snap is None:
                 continue
-            readings = [r for res in telemetry.get(dep.name, []) for r in getattr(res, "readings", [])]
+            readings = [r for res in telemetry.get(dep.name, []) for r in res.readings]
             rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), engine.book))
-        self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
+        try:
+            self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
+        except sqlite3.Error as err:
+            # Disk full, I/O error: scraping and serving go on; said once, and again when it recovers.
+            if str(err) != self._record_error:
+                log.error("recording %s: cannot write (%s); the SLO state is still served, but not kept",
+                          self.recording.path, err)
+            self._record_error = str(err)
+            return False
+        if self._record_error is not None:
+            log.info("recording %s: writing again", self.recording.path)
+            self._record_error = None
         self._last_record = now
         return True
 
@@ -93,8 +128,8 @@ class Sidecar:
         now = self.clock()
         deps = []
         for dep in self.config.deployments:
-            engine = self.scraper.engines[dep.name]
-            targets = [self.scraper.statuses[(dep.name, t.id)] for t in dep.targets]
+            engine = self.observations.engines[dep.name]
+            targets = [self.observations.statuses[(dep.name, t.id)] for t in dep.targets]
             st = deployment_status(dep, engine.state(now), targets)
             if self.request_logs and dep.name in self.request_logs.summaries:
                 st.goodput = goodput_status(dep, self.request_logs.summaries[dep.name].values())
@@ -105,10 +140,8 @@ class Sidecar:
 
     def extra_families(self, status: StatusResponse) -> Iterator[Metric]:
         """Families beside the SLO state: accelerator telemetry and the request-log SLIs."""
-        if self.scraper.telemetry:
-            from monitor.telemetry.export import telemetry_families
-
-            yield from telemetry_families(self._readings_by_deployment())
+        if self.observations.telemetry:
+            yield from telemetry_families(self.observations.readings_by_deployment())
         if self.request_logs:
             yield from self.request_logs.families(status)
 
@@ -118,7 +151,7 @@ class Sidecar:
             return
         self.request_logs.poll(now)
         for tl in self.request_logs.targets:
-            st = self.scraper.statuses[(tl.deployment, tl.target.id)]
+            st = self.observations.statuses[(tl.deployment, tl.target.id)]
             if tl.target.path and Path(tl.target.path).is_dir():
                 st.record_success(now, 0.0, tl.lines, 0, "request-log")
                 st.last_error = tl.last_error  # malformed lines are skipped, not fatal
@@ -144,14 +177,11 @@ class Sidecar:
         return handle
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
-        app = build_app(self.registry, self.status, api_token=self.config.sidecar.api_bearer_token)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, host or self.config.sidecar.listen_host,
-                           self.config.sidecar.listen_port if port is None else port)
-        await site.start()
-        sock = site._server.sockets[0]  # type: ignore[union-attr]
-        self.port = sock.getsockname()[1]
+        side = self.config.sidecar
+        app = build_app(self.registry, self.status, api_token=side.api_bearer_token,
+                        header_timeout=side.http_header_timeout_seconds)
+        self.runner, self.port = await start_server(app, host or side.listen_host,
+                                                    side.listen_port if port is None else port)
         return self.port
 
     async def run(self, *, once: bool = False) -> None:
@@ -178,14 +208,15 @@ class Sidecar:
             self.recording = None
 
 
-async def serve(config: Config, *, host: str | None = None, port: int | None = None) -> None:
+async def serve(config: Config, *, host: str | None = None, port: int | None = None,
+                recording_reset: bool = False) -> None:
     """Run until SIGINT/SIGTERM."""
-    sidecar = Sidecar(config)
+    sidecar = Sidecar(config, recording_reset=recording_reset)
     bound = await sidecar.start_http(host, port)
     otlp = sidecar.start_otlp()  # None unless sidecar.otlp_endpoint is set
+    on_stop_signals(sidecar.stop)  # before saying it serves: a SIGTERM from then on stops it cleanly
     log.info("serving /metrics, /healthz and /api/v1/status on http://%s:%d",
              host or config.sidecar.listen_host, bound)
-    on_stop_signals(sidecar.stop)
     try:
         await sidecar.run()
     finally:

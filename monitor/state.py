@@ -27,11 +27,11 @@ class WindowStatus(BaseModel):
     window: str
     seconds: float
     covered_seconds: float
-    events: float
+    events: float | None  # None (like every number here) when the engine's value is NaN: never a 0
     good_ratio: float | None
     good_ratio_lower: float | None
     good_ratio_upper: float | None
-    burn_rate: float
+    burn_rate: float | None
     p50_seconds: float | None
     p90_seconds: float | None
     p99_seconds: float | None
@@ -68,6 +68,7 @@ class TargetStatusModel(BaseModel):
     counter_resets: int
     format: str | None
     detail: dict[str, float]
+    warnings: list[str] = []  # what the last scrape got wrong but could use (e.g. no _sum: no mean)
 
 
 class GoodputWindowStatus(BaseModel):
@@ -113,9 +114,9 @@ class StatusResponse(BaseModel):
 def sli_status(s: SliState) -> SliStatus:
     wins = [
         WindowStatus(
-            window=w.window, seconds=w.seconds, covered_seconds=w.covered_seconds, events=w.events,
+            window=w.window, seconds=w.seconds, covered_seconds=w.covered_seconds, events=_f(w.events),
             good_ratio=_f(w.good_ratio), good_ratio_lower=_f(w.good_ratio_lower),
-            good_ratio_upper=_f(w.good_ratio_upper), burn_rate=_f(w.burn_rate) or 0.0,
+            good_ratio_upper=_f(w.good_ratio_upper), burn_rate=_f(w.burn_rate),
             p50_seconds=_f(w.quantiles.get(0.5)), p90_seconds=_f(w.quantiles.get(0.9)),
             p99_seconds=_f(w.quantiles.get(0.99)), mean_seconds=_f(w.mean),
         )
@@ -143,7 +144,7 @@ def target_status(t: TargetStatus) -> TargetStatusModel:
         id=redact(t.target_id) or "", role=t.role, source=t.source, url=redact(t.url), up=t.up, placeholder=t.placeholder,
         last_error=redact(t.last_error), last_scrape_ts=t.last_scrape_ts, last_success_ts=t.last_success_ts,
         scrape_duration_seconds=t.duration_seconds, samples=t.samples, bytes=t.bytes, scrapes=t.scrapes,
-        errors=t.errors, counter_resets=t.resets, format=t.format, detail=t.detail,
+        errors=t.errors, counter_resets=t.resets, format=t.format, detail=t.detail, warnings=list(t.warnings),
     )
 
 

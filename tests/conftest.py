@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -17,6 +18,26 @@ ROUTER_ENGINE = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics.txt"
 ROUTER_METRICS = REAL_FIXTURES / "sglang_router_0.3.2_metrics.txt"
 ROUTER_PD = REAL_FIXTURES / "sglang_router_0.3.2_pd_metrics.txt"
 ROUTER_500 = REAL_FIXTURES / "sglang_router_0.3.2_engine_metrics_label_mismatch_error.txt"
+# The real gateways, captured by tools/gateway_capture (tests/fixtures/gateway/README.md).
+GATEWAY_FIXTURES = ROOT / "tests" / "fixtures" / "gateway"
+GATEWAY_MEASUREMENTS = GATEWAY_FIXTURES / "measurements.json"
+GATEWAY_500 = GATEWAY_FIXTURES / "sglang_router_0.3.2_pd_engine_metrics_http_500.txt"
+GATEWAY_EXPOSITIONS = sorted(GATEWAY_FIXTURES.glob("*metrics.txt"))  # every capture but the 500 body
+
+
+def npu_exporter_documented() -> str:
+    """Huawei's documented npu-exporter scrape as an exporter serves it: without the doc's `...` elisions."""
+    text = (REAL_FIXTURES / "npu_exporter_sample.txt").read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if line.strip() != "...")
+
+
+def strict_json(text: str):
+    """json.loads refusing NaN/Infinity, which Python writes and other JSON readers reject."""
+
+    def refuse(name: str):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def free_port() -> int:

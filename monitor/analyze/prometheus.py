@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from monitor import conventions as names
 from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
 from monitor.analyze.model import (
     Dataset,
@@ -36,8 +37,16 @@ from monitor.conventions import (
     ENGINE_ROLES,
     ENGINE_TYPE_LABEL,
     GAUGES,
+    GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
+    LOG_FINISHED_TOTAL,
+    M_ACCEL_HEALTH,
+    M_ACCEL_MEMORY_TOTAL,
+    M_ACCEL_MEMORY_USED,
+    M_ACCEL_POWER,
+    M_ACCEL_TEMPERATURE,
+    M_ACCEL_UTILIZATION,
     M_COUNTER_RESETS,
     M_LOAD,
     M_OBJECTIVE,
@@ -50,29 +59,27 @@ from monitor.conventions import (
     parse_prometheus_duration,
     prom_name_regex,
 )
-from monitor.generate import names
-from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
+from monitor.escaping import matchers
+from monitor.promql import selector
 from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
 
-
 # Request-level numbers come from the servers that answer requests (conventions.SLI_ROLES); PD failures
 # from every engine role (COUNTER_ROLES). The prefill series of a router's merged /engine_metrics are skipped.
-def _roles(roles: tuple[str, ...]) -> str:
-    no_prefill = "" if "prefill" in roles else f',{ENGINE_TYPE_LABEL}!="{PREFILL_ENGINE_TYPE}"'
-    return f'role=~"{"|".join(roles)}"{no_prefill}'
+Matchers = tuple[dict[str, str], dict[str, str]]  # (regex, not-equal) label matchers
+
+
+def _roles(roles: tuple[str, ...]) -> Matchers:
+    return {"role": "|".join(roles)}, ({} if "prefill" in roles else {ENGINE_TYPE_LABEL: PREFILL_ENGINE_TYPE})
 
 
 SLI_ROLE_MATCHERS = {sli: _roles(roles) for sli, roles in SLI_ROLES.items()}
 COUNTER_ROLE_MATCHERS = {name: _roles(roles) for name, roles in COUNTER_ROLES.items()}
+NO_ROLES: Matchers = ({}, {})
 
 
 class PrometheusError(Exception):
     """Prometheus unreachable, or a query it refused; the message says which and why."""
-
-
-def _esc(v: str) -> str:
-    return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
 class PromClient:
@@ -123,9 +130,10 @@ class PromClient:
             return None
 
 
-def _selector(name_regex: str, deployment: str, extra: str = "") -> str:
-    parts = [f'__name__=~"{name_regex}"', f'deployment="{_esc(deployment)}"'] + ([extra] if extra else [])
-    return "{" + ", ".join(parts) + "}"
+def _selector(name_regex: str, deployment: str, roles: Matchers = NO_ROLES, **eq: str) -> str:
+    """`{deployment="d",...,__name__=~"...",role=~"..."}`: every value escaped by the one builder."""
+    regex, neq = roles
+    return selector("", {"deployment": deployment, **eq}, {"__name__": name_regex, **regex}, neq)
 
 
 def _le(text: str) -> float:
@@ -145,28 +153,28 @@ class _Plan:
         counts = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m not in RATIO_GAUGES)
         ratios = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m in RATIO_GAUGES)
         # One series per DP rank (TP ranks and PP stages repeat it), summed; ratios take the fullest rank.
-        prio = 'priority=""'  # with priority scheduling only priority="" is the total
-        count_sel = _selector(f"sglang[:_]({counts})", d, prio)
-        ratio_sel = _selector(f"sglang[:_]({ratios})", d, prio)
+        # With priority scheduling only priority="" is the total.
+        count_sel = _selector(f"sglang[:_]({counts})", d, priority="")
+        ratio_sel = _selector(f"sglang[:_]({ratios})", d, priority="")
         self.queries["gauges.count"] = (f"sum by (__name__, role) (max by (__name__, role, instance, dp_rank) "
                                         f"({count_sel}))")
         self.queries["gauges.ratio"] = f"max by (__name__, role) ({ratio_sel})"
-        self.queries["gauges.sidecar"] = f'{M_LOAD}{{deployment="{_esc(d)}"}}'
+        sel = matchers({"deployment": d})
+        self.queries["gauges.sidecar"] = f"{M_LOAD}{sel}"
         for counter in RATE_LABELS:
             self.queries[f"rate.{counter}"] = (
                 f"sum(rate({_selector(prom_name_regex(COUNTERS[counter]), d, COUNTER_ROLE_MATCHERS[counter])}[{lookback}]))")
-        sel = f'{{deployment="{_esc(d)}"}}'
-        self.queries["accel.temperature_max"] = (f"max(accelerator_temperature_celsius{sel}) or "
+        self.queries["accel.temperature_max"] = (f"max({M_ACCEL_TEMPERATURE}{sel}) or "
                                                  f"max(npu_chip_info_temperature{sel}) or max(DCGM_FI_DEV_GPU_TEMP{sel})")
-        self.queries["accel.utilization_mean"] = (f"avg(accelerator_utilization_ratio{sel}) or "
+        self.queries["accel.utilization_mean"] = (f"avg({M_ACCEL_UTILIZATION}{sel}) or "
                                                   f"avg(npu_chip_info_utilization{sel}) / 100 or avg(DCGM_FI_DEV_GPU_UTIL{sel}) / 100")
         self.queries["accel.memory_ratio_max"] = (
-            f"max(accelerator_memory_used_bytes{sel} / accelerator_memory_total_bytes{sel}) or "
+            f"max({M_ACCEL_MEMORY_USED}{sel} / {M_ACCEL_MEMORY_TOTAL}{sel}) or "
             f"max(npu_chip_info_hbm_used_memory{sel} / npu_chip_info_hbm_total_memory{sel}) or "
             f"max(DCGM_FI_DEV_FB_USED{sel} / (DCGM_FI_DEV_FB_USED{sel} + DCGM_FI_DEV_FB_FREE{sel}))")
-        self.queries["accel.power_mean"] = (f"avg(accelerator_power_watts{sel}) or avg(npu_chip_info_power{sel}) or "
+        self.queries["accel.power_mean"] = (f"avg({M_ACCEL_POWER}{sel}) or avg(npu_chip_info_power{sel}) or "
                                             f"avg(DCGM_FI_DEV_POWER_USAGE{sel})")
-        self.queries["accel.unhealthy"] = (f"count(accelerator_health{sel} > 0) or count(accelerator_health{sel}) * 0 or "
+        self.queries["accel.unhealthy"] = (f"count({M_ACCEL_HEALTH}{sel} > 0) or count({M_ACCEL_HEALTH}{sel}) * 0 or "
                                            f"count(npu_chip_info_health_status{sel} != 1) or "
                                            f"count(npu_chip_info_health_status{sel}) * 0")
         self.queries["restarts"] = (f"sum(increase({M_COUNTER_RESETS}{sel}[{lookback}])) or "
@@ -176,8 +184,8 @@ class _Plan:
         self.queries["kv_transfer_latency"] = (f"sum(rate({_selector(kv + '_sum', d)}[{lookback}])) / "
                                                f"sum(rate({_selector(kv + '_count', d)}[{lookback}]))")
         # Goodput (the sidecar's request-log counters), per target so counter resets are handled per series.
-        self.queries["goodput.good"] = f'sum by (target) ({GOODPUT_REQUESTS_TOTAL}{{deployment="{_esc(d)}"}})'
-        self.queries["goodput.total"] = f'sum by (target) ({LOG_FINISHED_TOTAL}{{deployment="{_esc(d)}"}})'
+        self.queries["goodput.good"] = f"sum by (target) ({GOODPUT_REQUESTS_TOTAL}{sel})"
+        self.queries["goodput.total"] = f"sum by (target) ({LOG_FINISHED_TOTAL}{sel})"
         self.queries["router_errors"] = f"sum(rate(smg_router_request_errors_total{sel}[{lookback}]))"
         self.queries["router_worker_errors"] = f"sum(rate(smg_worker_errors_total{sel}[{lookback}]))"
 
@@ -243,14 +251,14 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
         await asyncio.gather(*(run(k, q) for k, q in plan.queries.items()))
         specs: dict[str, SliSpec] = {}
         if deployment_config is None:
-            targets = await client.query(f'{M_SLI_TARGET}{{deployment="{_esc(deployment)}"}}', end)
+            targets = await client.query(selector(M_SLI_TARGET, {"deployment": deployment}), end)
             objectives = {m.get("sli"): v for m, v in await client.query(
-                f'{M_OBJECTIVE}{{deployment="{_esc(deployment)}"}}', end)}
+                selector(M_OBJECTIVE, {"deployment": deployment}), end)}
             for m, v in targets:
                 if m.get("sli"):
                     specs[m["sli"]] = SliSpec(m["sli"], v, objectives.get(m["sli"], 0.99))
             # The goodput objective lives in the generated rules (the sidecar does not export it).
-            for _, v in await client.query(f'{names.OBJECTIVE}{{deployment="{_esc(deployment)}",sli="{GOODPUT_SLI}"}}', end):
+            for _, v in await client.query(selector(names.OBJECTIVE, {"deployment": deployment, "sli": GOODPUT_SLI}), end):
                 specs[GOODPUT_SLI] = goodput_spec(v)
             if not specs:
                 raise ValueError(f"no SLO targets for {deployment!r}: Prometheus has no {M_SLI_TARGET} series for it "

@@ -1,12 +1,14 @@
 """`slo-monitor demo` (what `make demo` runs): the main job on the embedded default, on real traffic.
 
-Emulated SGLang servers for the seed recipe's rows, the real sglang-router 0.3.2 in front of each
-deployment, and a built-in load generator per deployment shaped like the row's bench_serving command
-(concurrency, input/output lengths, prefix-cache share) sending real streamed requests through its
-router. The emulated servers run no synthetic load: the router's own metrics, the request logs and the
-SLO state all come from the requests that flowed. The sidecar scrapes all of it; a live status table,
-and a printed line saying how to inject an incident and watch the burn rate climb. Runs until Ctrl-C
-(or `--duration`), then stops every process it started.
+Emulated SGLang servers for the seed recipe's rows, a real gateway in front of each deployment (smg 1.13
+by default, `--gateway sglang-router-0.3.2` for the older one), and a built-in load generator per
+deployment shaped like the row's bench_serving command (concurrency, input/output lengths, prefix-cache
+share) sending real streamed requests through its gateway. The emulated servers run no synthetic load:
+the gateways' own metrics, the request logs and the SLO state all come from the requests that flowed.
+The sidecar scrapes all of it; a live status table, and a printed line saying how to inject an incident
+and watch the burn rate climb. A gateway that is not installed or does not start is said on the screen,
+and its deployments get their traffic from the load generator directly (it plays the gateway's part).
+Runs until Ctrl-C (or `--duration`), then stops every process it started.
 
 The recipes' concurrencies stream far more tokens than a laptop serves (~17k tokens/s for the embedded
 rows), so every row's concurrency is scaled down by one factor to fit `--max-tokens-per-second`
@@ -28,6 +30,7 @@ from typing import Any
 
 from monitor.commands.status import render_table
 from monitor.config import Config, Target, load_config
+from monitor.conventions import DEFAULT_GATEWAY, GATEWAYS
 from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
@@ -43,8 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per wall second")
     p.add_argument("--incident", action="append", default=[], metavar="SPEC",
                    help="inject at start, e.g. 'DEPLOYMENT:tpot_regression:3@+60s+5m'")
+    p.add_argument("--gateway", choices=GATEWAYS, default=DEFAULT_GATEWAY,
+                   help=f"which real gateway to put in front of each deployment (default {DEFAULT_GATEWAY})")
     p.add_argument("--no-router", action="store_true",
-                   help="no sglang-router: the load generator sends to the servers itself (PD: both halves)")
+                   help="no gateway: the load generator sends to the servers itself (PD: both halves)")
     p.add_argument("--max-tokens-per-second", type=float, default=DEFAULT_TOKENS_PER_SECOND,
                    help="scale every row's bench concurrency by one factor so all traffic streams about this "
                         f"many tokens a second (default {DEFAULT_TOKENS_PER_SECOND:g})")
@@ -103,20 +108,38 @@ def plan_load(emulator: Any, cfg: Config, budget: float) -> dict[str, Any]:
     return {name: shape.scaled(scale) for name, shape in shapes.items()}
 
 
-async def _start_routers(emulator: Any, cfg: Config, tmp: Path) -> dict[str, Any]:
-    from monitor.emulate.router import launch_router
+async def _start_routers(emulator: Any, cfg: Config, tmp: Path, gateway: str) -> tuple[dict[str, Any], list[str]]:
+    """A real gateway per deployment; returns those that run and the banner lines (failures said plainly)."""
+    from monitor.emulate.router import GatewayNotFound, find_gateway, launch_router
+
+    try:
+        gw = find_gateway(gateway)
+    except GatewayNotFound as err:
+        line = f"NO GATEWAY: {gateway} did not start, the deployments run without one: {err}"
+        log.warning("%s", line)
+        return {}, [line]
 
     async def one(name: str) -> tuple[str, Any]:
         try:
             return name, await asyncio.to_thread(launch_router, emulator.layout.deployment(name),
-                                                 log_path=tmp / f"router-{name}.log")
-        except Exception as err:  # the demo goes on without this router, and says so
-            print(f"(sglang-router for {name} did not start: {err}; see {tmp / f'router-{name}.log'})",
-                  file=sys.stderr)
-            return name, None
+                                                 log_path=tmp / f"gateway-{name}.log", gateway=gw)
+        except Exception as err:  # noqa: BLE001 - the demo goes on without this gateway, and says so on screen
+            return name, err
 
-    pairs = await asyncio.gather(*(one(d.name) for d in cfg.deployments))
-    return {name: r for name, r in pairs if r is not None}
+    results = dict(await asyncio.gather(*(one(d.name) for d in cfg.deployments)))
+    routers = {n: r for n, r in results.items() if not isinstance(r, Exception)}
+    failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
+    lines = []
+    if routers:
+        first = next(iter(routers.values()))
+        lines.append(f"real gateway {first.label} in front of {len(routers)} deployment(s), e.g. {first.url}/generate "
+                     "(its metrics are scraped too)")
+    if failed:
+        name, err = next(iter(failed.items()))
+        lines.append(f"NO GATEWAY: {gateway} did not start for {len(failed)} deployment(s), which run without one "
+                     f"(the load generator sends to their servers); {name}: {err}")
+        log.warning("%s", lines[-1])
+    return routers, lines
 
 
 def _traffic_line(gens: dict[str, Any], seconds: float) -> str:
@@ -150,8 +173,9 @@ async def run_demo(args: argparse.Namespace) -> int:
     try:
         await emulator.start()
         cfg = emulator.localized_config()
-        if not args.no_router and (shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")):
-            routers = await _start_routers(emulator, cfg, tmp)
+        gateway_lines: list[str] = []
+        if not args.no_router:
+            routers, gateway_lines = await _start_routers(emulator, cfg, tmp, args.gateway)
         cfg = _with_routers(cfg, routers)
         cfg = _with_sidecar(cfg, args.listen, args.interval, args.recording or str(tmp / "recording.sqlite"))
         shapes = {} if args.synthetic else plan_load(emulator, cfg, args.max_tokens_per_second)
@@ -173,9 +197,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             f"emulated {len(cfg.deployments)} deployments from the recipe; control endpoint {emulator.control_url}",
             f"sidecar: {url}/metrics  {url}/api/v1/status  (live table below; Ctrl-C stops everything)",
         ]
-        if routers:
-            banner.append(f"real sglang-router 0.3.2 in front of {len(routers)} deployment(s), e.g. "
-                          f"{next(iter(routers.values())).url}/generate (its metrics are scraped too)")
+        banner += gateway_lines  # in the banner, so the table's redraw does not wipe a failure off the screen
         if gens:
             banner.append("load generators (bench_serving's shape; clients: demo/recipe, in+out tokens, prefix): "
                           + "; ".join(f"{n} {s.concurrency}/{recipe[n].concurrency} {s.input_tokens}+"

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
+from typing import Any
 
 from monitor.inspect_exposition import inspect_text
+from monitor.parse.exposition import spell_value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +28,7 @@ def _read(source: str, timeout: float) -> tuple[str, str]:
     if source.startswith(("http://", "https://")):
         import aiohttp
 
-        from monitor.scrape.http import fetch
+        from monitor.fetch import fetch
 
         async def go() -> tuple[str, str]:
             async with aiohttp.ClientSession() as session:
@@ -47,6 +50,18 @@ def _inspect(args: argparse.Namespace) -> int:
         out = inspect_npu_smi(text)
     else:
         out = inspect_text(text, ctype)
-    json.dump(out, sys.stdout, indent=2, sort_keys=False)
+    # Strict JSON (no bare NaN/Infinity, which json.loads elsewhere refuses): any non-finite number
+    # left in the summary is written as the exposition spells it.
+    json.dump(json_safe(out), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
     sys.stdout.write("\n")
     return 0
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return spell_value(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-c", "--config", required=True, help="deployment config (YAML)")
     p.add_argument("--listen", help="HOST:PORT to serve on (default from config: 127.0.0.1:9464)")
     p.add_argument("--shard", help="i/N: scrape only this sidecar's share of the targets")
+    p.add_argument("--recording-reset", action="store_true",
+                   help="if the recording (sidecar.recording_path) is damaged, move it aside to "
+                        "<file>.corrupt-<time> and start a fresh one (default: refuse to start)")
     p.set_defaults(func=_run)
 
 
@@ -32,5 +35,5 @@ def _run(args: argparse.Namespace) -> int:
 
         config = apply_shard(config, args.shard)
     host, port = parse_listen(args.listen) if args.listen else (None, None)
-    asyncio.run(serve(config, host=host, port=port))
+    asyncio.run(serve(config, host=host, port=port, recording_reset=args.recording_reset))
     return 0

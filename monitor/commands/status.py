@@ -33,7 +33,7 @@ def _sli_cells(s: SliStatus | None) -> list[str]:
         f"{_ms(s.target_seconds)}",
         f"{_ms(w5.p99_seconds if w5 else None)}",
         f"{approx}{_pct(w5.good_ratio if w5 else None)}",
-        f"{(w1h.burn_rate if w1h else 0):.1f}x",
+        "-" if w1h is None or w1h.burn_rate is None else f"{w1h.burn_rate:.1f}x",
         _pct(s.error_budget_remaining),
     ]
 
@@ -43,7 +43,7 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
         return "DOWN", RED
     if any(s.breaching for s in d.slis):
         return "BREACH", RED
-    fast = [w.burn_rate for s in d.slis for w in s.windows if w.window in ("5m", "1h")]
+    fast = [w.burn_rate for s in d.slis for w in s.windows if w.window in ("5m", "1h") and w.burn_rate is not None]
     if fast and max(fast) >= 1.0:
         return "BURNING", YELLOW
     if all(t.placeholder for t in d.targets) and d.targets:
@@ -76,7 +76,8 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
                f"interval {side.scrape_interval_seconds:g}s; ~ = target off bucket edges (interpolated){RESET if color else ''}")
     notes = [f"  {d.name}: {s.sli} target {s.target_seconds * 1000:g} ms is not a bucket edge; launch with {s.fix_flag}"
              for d in status.deployments for s in d.slis if s.fix_flag]
-    return "\n".join(out + notes[:5])
+    flags = [f"  {d.name} {t.id}: {w}" for d in status.deployments for t in d.targets for w in t.warnings]
+    return "\n".join(out + notes[:5] + flags[:5])
 
 
 def fetch_status(url: str, token: str | None = None, timeout: float = 5.0) -> StatusResponse:

@@ -1,27 +1,164 @@
-"""The sidecar's HTTP endpoints: /metrics, /healthz, /api/v1/status (optionally bearer-protected)."""
+"""The sidecar's HTTP endpoints: /metrics, /healthz, /api/v1/status (optionally bearer-protected).
+
+The port faces whatever can reach it, so the server is hardened at its edges: a connection must
+deliver a complete request within `header_timeout` of opening (or of its previous response) or it
+is closed, so half-sent requests cannot hold connections forever; a malformed request is one log
+line at INFO, not an ERROR with a traceback; an Authorization header that is not UTF-8 is a 401.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
+import sys
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from monitor.state import StatusResponse
 
+log = logging.getLogger(__name__)
+
+HEADER_TIMEOUT_SECONDS = 10.0
+
+
+def bearer_matches(header: str, token: str) -> bool:
+    """`Authorization: Bearer <token>`, the scheme in any case (RFC 7235). Header bytes that are not
+    UTF-8 (aiohttp keeps them as surrogates) cannot be the token: no match, never an error."""
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    try:
+        given = value.strip().encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(given, token.encode("utf-8"))
+
+
+class RequestDeadlines:
+    """One timer per connection, from its opening until its first request reaches the app; later
+    requests on a kept-alive connection are bounded by aiohttp's keep-alive timeout (set equal)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._timers: dict[asyncio.BaseTransport, asyncio.TimerHandle] = {}
+
+    def arm(self, transport: asyncio.BaseTransport) -> None:
+        loop = asyncio.get_running_loop()
+        self._timers[transport] = loop.call_later(self.timeout, self._expire, transport)
+
+    def disarm(self, transport: asyncio.BaseTransport | None) -> None:
+        timer = self._timers.pop(transport, None) if transport is not None else None
+        if timer is not None:
+            timer.cancel()
+
+    def _expire(self, transport: asyncio.BaseTransport) -> None:
+        self._timers.pop(transport, None)
+        peer = transport.get_extra_info("peername")
+        log.info("closed a connection from %s: no complete request within %gs", peer, self.timeout)
+        transport.close()
+
+
+class _Deadlined(asyncio.Protocol):
+    """aiohttp's protocol for one connection, with the connection's request deadline around it."""
+
+    def __init__(self, inner: Any, deadlines: RequestDeadlines) -> None:
+        self._inner = inner
+        self._deadlines = deadlines
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._deadlines.arm(transport)
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._deadlines.disarm(self._transport)
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+class _BadRequestLog(logging.LoggerAdapter):
+    """aiohttp logs a request it cannot parse with logger.exception (ERROR + traceback; DEBUG +
+    traceback for a bad method), and anyone can send one: such a request is one line, INFO (DEBUG
+    for a bad method, e.g. TLS to this plain port); a failure in our own handlers stays an ERROR."""
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kwargs: Any) -> None:
+        if not self._one_line(logging.INFO, args, exc_info):
+            self.logger.error(msg, *args, exc_info=exc_info, **kwargs)
+
+    def debug(self, msg: object, *args: Any, exc_info: Any = None, **kwargs: Any) -> None:
+        if not self._one_line(logging.DEBUG, args, exc_info):
+            self.logger.debug(msg, *args, exc_info=exc_info, **kwargs)
+
+    def _one_line(self, level: int, args: tuple[Any, ...], exc_info: Any) -> bool:
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return False
+        reason = " ".join(str(exc).split())[:200]
+        self.logger.log(level, "bad request from %s: %s", args[0] if args else "?", reason)
+        return True
+
+
+class _Site(web.BaseSite):
+    """A TCP site whose connections carry a request deadline (aiohttp's TCPSite has none)."""
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, deadlines: RequestDeadlines) -> None:
+        super().__init__(runner)
+        self._host, self._port, self._deadlines = host, port, deadlines
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _Deadlined(server(), self._deadlines), self._host, self._port, reuse_address=True)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[1]
+
+
+DEADLINES = web.AppKey("request_deadlines", RequestDeadlines)
+
 
 def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse], *,
-              api_token: str | None = None) -> web.Application:
+              api_token: str | None = None, header_timeout: float = HEADER_TIMEOUT_SECONDS) -> web.Application:
+    deadlines = RequestDeadlines(header_timeout)
+
+    @web.middleware
+    async def request_arrived(request: web.Request, handler):  # type: ignore[no-untyped-def]
+        deadlines.disarm(request.transport)
+        return await handler(request)
+
     @web.middleware
     async def auth(request: web.Request, handler):  # type: ignore[no-untyped-def]
         # Only /api/* carries detail worth protecting; /metrics and /healthz stay open for
         # Prometheus and probes, as SGLang itself does for /metrics and /health.
-        if api_token and request.path.startswith("/api/"):
-            header = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(header.encode(), f"Bearer {api_token}".encode()):
-                return web.json_response({"error": "missing or wrong bearer token"}, status=401)
+        if (api_token and request.path.startswith("/api/")
+                and not bearer_matches(request.headers.get("Authorization", ""), api_token)):
+            return web.json_response({"error": "missing or wrong bearer token"}, status=401)
         return await handler(request)
 
     async def metrics(request: web.Request) -> web.Response:
@@ -35,8 +172,20 @@ def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse],
     async def api_status(request: web.Request) -> web.Response:
         return web.Response(text=status().model_dump_json(), content_type="application/json")
 
-    app = web.Application(middlewares=[auth])
+    app = web.Application(middlewares=[request_arrived, auth])
+    app[DEADLINES] = deadlines
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/api/v1/status", api_status)
     return app
+
+
+async def start_server(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `app` (from build_app) on host:port; returns the runner (cleanup() stops it) and the port."""
+    deadlines = app[DEADLINES]
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=deadlines.timeout,
+                           logger=_BadRequestLog(logging.getLogger("aiohttp.server"), {}))
+    await runner.setup()
+    site = _Site(runner, host, port, deadlines)
+    await site.start()
+    return runner, site.port

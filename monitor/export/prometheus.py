@@ -1,7 +1,8 @@
 """The sidecar's own `/metrics`: a prometheus_client custom collector over the latest state.
 
 Everything is in base units with Prometheus naming (promtool check metrics clean). An empty
-window exports no SLI, no quantile and a zero burn rate: never NaN, never a false page.
+window exports no SLI, no quantile and a zero burn rate: never NaN, never a false page. A value the
+engine could not compute (null in /api/v1/status) is left out, never exported as 0.
 """
 
 from __future__ import annotations
@@ -61,20 +62,26 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                 budget.add_metric(ls, s.error_budget_remaining)  # type: ignore[arg-type]
             for w in s.windows:
                 lw = [*ls, w.window]
-                events.add_metric(lw, w.events)
-                burn.add_metric(lw, w.burn_rate)
+                # A value the engine could not compute (None, from NaN) is left out, never sent as 0.
+                if _ok(w.events):
+                    events.add_metric(lw, w.events)  # type: ignore[arg-type]
+                if _ok(w.burn_rate):
+                    burn.add_metric(lw, w.burn_rate)  # type: ignore[arg-type]
                 if _ok(w.good_ratio):
                     good.add_metric(lw, w.good_ratio)  # type: ignore[arg-type]
-                    if not s.target_is_bucket_edge:
-                        lower.add_metric(lw, w.good_ratio_lower or 0.0)
-                        upper.add_metric(lw, w.good_ratio_upper or 0.0)
+                    if not s.target_is_bucket_edge and _ok(w.good_ratio_lower) and _ok(w.good_ratio_upper):
+                        lower.add_metric(lw, w.good_ratio_lower)  # type: ignore[arg-type]
+                        upper.add_metric(lw, w.good_ratio_upper)  # type: ignore[arg-type]
                 lab = {"deployment": dep.name, "sli": s.sli, "window": w.window}
                 for q, v in ((0.5, w.p50_seconds), (0.9, w.p90_seconds), (0.99, w.p99_seconds)):
                     if _ok(v):
                         quant.add_sample(C.M_LATENCY_QUANTILE, {**lab, "quantile": _fmt_q(q)}, v)  # type: ignore[arg-type]
-                quant.add_sample(C.M_LATENCY_QUANTILE + "_count", lab, w.events)
-                total = (w.mean_seconds or 0.0) * w.events
-                quant.add_sample(C.M_LATENCY_QUANTILE + "_sum", lab, total if _ok(total) else 0.0)
+                if _ok(w.events):
+                    quant.add_sample(C.M_LATENCY_QUANTILE + "_count", lab, w.events)  # type: ignore[arg-type]
+                    # No events sum to 0 s; events without a mean (no _sum scraped) have no sum.
+                    total = 0.0 if not w.events else (w.mean_seconds or math.nan) * w.events  # type: ignore[operator]
+                    if _ok(total):
+                        quant.add_sample(C.M_LATENCY_QUANTILE + "_sum", lab, total)
                 if _ok(w.mean_seconds):
                     mean.add_metric(lw, w.mean_seconds)  # type: ignore[arg-type]
         for role, metrics in sorted(dep.load.items()):

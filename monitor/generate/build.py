@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Config
 from monitor.escaping import comment, yaml_text
-from monitor.generate import names
+from monitor.generate.accelerators import accelerator_groups
 from monitor.generate.alertmanager import alertmanager_yml
 from monitor.generate.dashboards import dashboards
 from monitor.generate.kubernetes import kustomization, pod_monitor, prometheus_rule, service_monitor
@@ -22,20 +22,6 @@ from monitor.generate.symptoms import global_groups, symptom_groups
 
 log = logging.getLogger(__name__)
 OWNED_DIRS = ("alerts", "dashboards", "deploy/kubernetes")
-
-
-def accelerator_groups(config: Config) -> list[dict[str, Any]]:
-    """Rules from the telemetry module when it is installed (it is optional and may be absent)."""
-    try:
-        module = importlib.import_module("monitor.telemetry.rules")
-    except ModuleNotFoundError as err:
-        if err.name and "monitor.telemetry.rules".startswith(err.name):
-            return []
-        raise
-    produced = list(module.accelerator_alert_rules(config.deployments) or [])
-    if produced and all(isinstance(g, dict) and "rules" in g for g in produced):
-        return produced
-    return [{"name": "slo-monitor:accelerators", "rules": produced}] if produced else []
 
 
 def _rules_file(groups: list[dict[str, Any]], opts: Options, what: str) -> str:
@@ -59,7 +45,7 @@ def generate(config: Config, opts: Options) -> dict[str, str]:
             + yaml_text(promtool_test(dep, plans, opts)))
     own = global_groups(opts)
     files["alerts/rules/self.rules.yml"] = _rules_file(own, opts, "the slo-monitor sidecar itself")
-    accel = accelerator_groups(config)
+    accel = accelerator_groups(config.deployments, opts)
     if accel:
         files["alerts/rules/accelerators.rules.yml"] = _rules_file(accel, opts, "accelerator telemetry")
     all_groups += own + accel

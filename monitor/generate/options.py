@@ -62,9 +62,3 @@ def format_ms(ms: float) -> str:
         if total >= size and total % size == 0:
             return f"{total // size}{unit}"
     return f"{total}ms"
-
-
-def format_number(value: float) -> str:
-    """A float as short, exact-enough text for PromQL and annotations (0.04, 1, 14.4)."""
-    text = repr(float(value))
-    return text[:-2] if text.endswith(".0") else text

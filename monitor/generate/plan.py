@@ -10,14 +10,16 @@ from monitor.conventions import (
     DEFAULT_BUCKETS,
     ENGINE_ROLES,
     ENGINE_TYPE_LABEL,
+    GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
+    LOG_FINISHED_TOTAL,
     PREFILL_ENGINE_TYPE,
+    REQUEST_SLIS,
     SLI_FAMILIES,
     format_le,
 )
-from monitor.generate.options import Options, format_number
-from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL
-from monitor.requestlog.records import REQUEST_SLIS
+from monitor.generate.options import Options
+from monitor.promql import format_number
 
 SLI_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
 SLI_LONG = {

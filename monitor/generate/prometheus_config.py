@@ -13,15 +13,14 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from monitor import conventions as names
 from monitor.config import Config, Target
 from monitor.escaping import comment, yaml_text
-from monitor.generate import names
 from monitor.generate.options import Options
 from monitor.generate.plan import SCRAPED_SOURCES
 
 JOB_BY_SOURCE = {"router": "sglang-router", "router-engine-metrics": "sglang-router-engine-metrics",
                  "npu-exporter": "npu-exporter", "dcgm": "dcgm"}
-SGLANG_SOURCES = frozenset({"sglang", "router-engine-metrics"})
 
 # Restore `sglang:` names, then `le="1.0"` on SGLang buckets (regexes are anchored by Prometheus).
 METRIC_RELABEL = [

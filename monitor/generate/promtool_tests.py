@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import BURN_RATE_ALERTS, format_le, parse_duration
-from monitor.generate import names
-from monitor.generate.options import Options, format_number
+from monitor.conventions import BURN_RATE_ALERTS, REQUEST_ROLES, format_le, parse_duration
+from monitor.escaping import matchers
+from monitor.generate.options import Options
 from monitor.generate.plan import GoodputPlan, Plan, engine_selector, scraped_roles
 from monitor.generate.rules import burn_alerts, burn_factor
 from monitor.generate.symptoms import PAGE_ROLES, symptom_groups
+from monitor.promql import format_number, selector
 
 _VALUE = re.compile(r'\{\{ \$value \| printf "(%[^"]+)" \}\}')
 _LABEL = re.compile(r"\{\{ \$labels\.([a-zA-Z_][a-zA-Z0-9_]*) \}\}")
@@ -36,17 +38,17 @@ def render(template: str, value: float, labels: dict[str, str]) -> str:
 
 def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
     """Counters for one SLI; `error=None` means no traffic (flat counters)."""
-    base = f'deployment="{plan.deployment}",role="{role}"'
+    base = {"deployment": plan.deployment, "role": role}
     total = 0.0 if error is None else TOTAL_PER_STEP
     good = 0.0 if error is None else TOTAL_PER_STEP * (1 - error)
     if isinstance(plan, GoodputPlan):  # the sidecar's counters, as its scrape job labels them
-        base = f'deployment="{plan.deployment}",job="{names.SIDECAR_JOB}",role="sidecar",target="decode-0-log"'
-        return [{"series": f"{plan.total_metric}{{{base}}}", "values": f"0+{format_number(total)}x{steps}"},
-                {"series": f"{plan.good_metric}{{{base}}}", "values": f"0+{format_number(good)}x{steps}"}]
+        base = {"deployment": plan.deployment, "job": names.SIDECAR_JOB, "role": "sidecar", "target": "decode-0-log"}
+        return [{"series": selector(plan.total_metric, base), "values": f"0+{format_number(total)}x{steps}"},
+                {"series": selector(plan.good_metric, base), "values": f"0+{format_number(good)}x{steps}"}]
     les = [plan.le] if not plan.approximate else [format_le(e) for e in (plan.lower, plan.upper) if e]
-    out = [{"series": f"{plan.family}_count{{{base}}}", "values": f"0+{format_number(total)}x{steps}"}]
+    out = [{"series": selector(plan.family + "_count", base), "values": f"0+{format_number(total)}x{steps}"}]
     for le in les:  # interpolation neighbours get the same good count, so the interpolation is exact
-        out.append({"series": f'{plan.family}_bucket{{{base},le="{le}"}}',
+        out.append({"series": selector(plan.family + "_bucket", {**base, "le": le}),
                     "values": f"0+{format_number(good)}x{steps}"})
     return out
 
@@ -69,15 +71,15 @@ def _case(dep: Deployment, plan: Plan, role: str, name: str, multiple: float | N
     at = opts.duration(eval_min * 60)
     case: dict[str, Any] = {"name": f"{dep.name} {plan.sli}: {name}", "interval": opts.duration(STEP),
                             "input_series": _series(plan, role, error, eval_min // 2 + 3)}
-    ids = f'{{deployment="{dep.name}",sli="{plan.sli}"}}'
+    ids = {"deployment": dep.name, "sli": plan.sli}
     if error is None:
+        total = selector(names.sli_total("5m"), ids)
         case["promql_expr_test"] = [
-            {"expr": f"{names.sli_error('5m')}{ids}", "eval_time": at, "exp_samples": []},
-            {"expr": f"{names.sli_total('5m')}{ids}", "eval_time": at,
-             "exp_samples": [{"labels": f"{names.sli_total('5m')}{ids}", "value": 0}]}]
+            {"expr": selector(names.sli_error("5m"), ids), "eval_time": at, "exp_samples": []},
+            {"expr": total, "eval_time": at, "exp_samples": [{"labels": total, "value": 0}]}]
     else:
-        case["promql_expr_test"] = [{"expr": f"round({names.sli_error('5m')}{ids}, 0.0001)", "eval_time": at,
-                                     "exp_samples": [{"labels": ids, "value": round(error, 4)}]}]
+        case["promql_expr_test"] = [{"expr": f"round({selector(names.sli_error('5m'), ids)}, 0.0001)", "eval_time": at,
+                                     "exp_samples": [{"labels": matchers(ids), "value": round(error, 4)}]}]
     case["alert_rule_test"] = [
         {"eval_time": at, "alertname": names.ALERT_PAGE,
          "exp_alerts": _expected(dep, plan, error or 0, names.ALERT_PAGE, pages, opts)},
@@ -93,9 +95,9 @@ def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
         return None
     role = roles[0]
     rule = next(r for g in symptom_groups(dep, opts) for r in g["rules"]
-                if r.get("alert") == names.ALERT_TARGET_DOWN and f'role="{role}"' in r["expr"])
+                if r.get("alert") == names.ALERT_TARGET_DOWN and r["labels"].get("role") == role)
     labels = {"deployment": dep.name, "role": role, "instance": "10.0.0.1:30000", "job": f"sglang-{role}"}
-    series = "up{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+    series = selector("up", labels)
     return {"name": f"{dep.name}: {role} target down", "interval": opts.duration(STEP),
             "input_series": [{"series": series, "values": "1 1 0x5"}],
             "alert_rule_test": [
@@ -107,7 +109,7 @@ def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
 
 
 def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str, Any]:
-    role = engine_selector(dep)["role"].split("|")[0]
+    role = engine_selector(dep, REQUEST_ROLES)["role"].split("|")[0]  # a role whose series feed the SLIs
     period = parse_duration(dep.period)
     pairs = {sev: {(lw, sw) for s, lw, sw, f in BURN_RATE_ALERTS if s == sev} for sev in ("page", "ticket")}
 

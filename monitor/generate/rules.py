@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Deployment
 from monitor.conventions import (
     BURN_RATE_ALERTS,
@@ -24,10 +25,9 @@ from monitor.conventions import (
     parse_duration,
 )
 from monitor.escaping import LABEL_NAME_RE, template_literal
-from monitor.generate import names
-from monitor.generate.options import Options, format_number
+from monitor.generate.options import Options
 from monitor.generate.plan import GoodputPlan, Plan, SLIPlan, engine_exclusions, engine_selector
-from monitor.generate.promql import error_ratio, good_rate, mean_latency, selector, sum_rate
+from monitor.promql import error_ratio, format_number, good_rate, mean_latency, selector, sum_rate
 
 RESERVED_LABELS = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
                              "burn_rate_threshold", "role", "instance", "job", "alertname"})
@@ -149,10 +149,10 @@ def burn_annotations(dep: Deployment, plan: Plan, severity: str, long_w: str, sh
 
 
 def _runbook(dep: Deployment, plan: Plan, long_w: str) -> str:
-    rule = f'{names.sli_error(long_w)}{{deployment="{dep.name}",sli="{plan.sli}"}}'
+    rule = selector(names.sli_error(long_w), {"deployment": dep.name, "sli": plan.sli})
     if isinstance(plan, GoodputPlan):
         return (f"Goodput is counted per request from SGLang's request log by the slo-monitor sidecar. Check "
-                f'slo_monitor_requests_missed{{deployment="{dep.name}"}} for which target requests miss (ttft, '
+                f'{selector(names.M_MISSED, {"deployment": dep.name})} for which target requests miss (ttft, '
                 f"tpot, e2e, failed), then the alerts of that SLI and the 'SGLang deployment' dashboard. Rules: {rule}.")
     return (f"Open the Grafana dashboard 'SGLang deployment' for {dep.name}; compare {plan.title} percentiles "
             f"with the target, then check queued requests, KV-cache token usage, PD transfer queues and the "

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import COUNTER_ROLES, COUNTERS, ENGINE_ROLES, GAUGES, SLI_FAMILIES
+from monitor.conventions import (
+    COUNTER_ROLES,
+    COUNTERS,
+    ENGINE_ROLES,
+    GAUGES,
+    KV_FULL_RATIO,
+    REGRESSION_FACTOR,
+    SLI_FAMILIES,
+)
 from monitor.escaping import template_literal
-from monitor.generate import names
-from monitor.generate.options import Options, format_number
+from monitor.generate.options import Options
 from monitor.generate.plan import engine_selector, scraped_roles
-from monitor.generate.promql import per_rank_total, selector
 from monitor.generate.rules import alert, extra_labels, latency_means, record
+from monitor.promql import format_number, per_rank_total, selector
 
-KV_FULL_RATIO = 0.95
-REGRESSION_FACTOR = 1.5
 PAGE_ROLES = frozenset({*ENGINE_ROLES, "router"})
 
 

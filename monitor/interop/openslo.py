@@ -18,9 +18,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.config import Config, ConfigError, Deployment, format_validation_error
-from monitor.conventions import GOODPUT_SLI, SLI_FAMILIES, SLI_ROLES, format_le, parse_duration
+from monitor.conventions import (
+    GOODPUT_REQUESTS_TOTAL,
+    GOODPUT_SLI,
+    SLI_FAMILIES,
+    SLI_ROLES,
+    format_le,
+    parse_duration,
+)
 from monitor.escaping import yaml_text
-from monitor.generate.options import format_number
 from monitor.generate.plan import (
     SLI_LONG,
     SLI_TITLES,
@@ -30,8 +36,7 @@ from monitor.generate.plan import (
     goodput_plan,
     resolve_sli,
 )
-from monitor.generate.promql import selector
-from monitor.requestlog.export import GOODPUT_REQUESTS_TOTAL
+from monitor.promql import format_number, selector
 
 API_VERSION = "openslo/v1"
 ANN = "slo-monitor.io/"

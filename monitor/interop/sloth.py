@@ -1,7 +1,7 @@
 """Sloth interop: one `prometheus/v1` PrometheusServiceLevel spec per deployment (`sloth/<deployment>.yaml`).
 
 service = deployment, one SLO per SLI (and the goodput SLO, over the sidecar's request-log counters). The queries are the project's own per-window expressions
-(`monitor.generate.promql`) with Sloth's `{{.window}}` in place of the window, so Sloth's
+(`monitor.promql`) with Sloth's `{{.window}}` in place of the window, so Sloth's
 `errorQuery / totalQuery` is exactly `1 - good / total` of our `slo_monitor:sli_error:ratio_rate<w>`.
 Sloth has no per-SLO period field: the file's header says which `--default-slo-period` to pass.
 """

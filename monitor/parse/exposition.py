@@ -56,9 +56,13 @@ def family_of(sample_name: str) -> str:
     return sample_name
 
 
-def parse_value(token: str) -> float:
-    """Float as exposition formats spell it (NaN, +Inf, -Inf, 1e3, Go-style)."""
-    return float(token)  # float() already accepts nan/inf/+Inf case-insensitively
+def spell_value(value: float) -> str:
+    """A value as the exposition formats spell it (NaN, +Inf, -Inf, 12): for messages."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:g}"
 
 
 def _parse_labels_slow(text: str, lineno: int, line: str) -> list[tuple[str, str]]:
@@ -355,6 +359,3 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -
     fmt = "openmetrics" if is_om else "prometheus-text"
     return Exposition(fmt, len(families), count, types, selected)
 
-
-def is_finite(value: float) -> bool:
-    return not (math.isnan(value) or math.isinf(value))

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from monitor.conventions import COUNTERS, GAUGES, KV_TRANSFER_LATENCY, LEGACY_TPOT_FAMILY, SLI_FAMILIES
-from monitor.parse.exposition import Labels, Sample
+from monitor.parse.exposition import Labels, Sample, spell_value
 
 
 class HistogramSeries(NamedTuple):
@@ -17,8 +17,9 @@ class HistogramSeries(NamedTuple):
     labels: Labels  # without `le`
     edges: tuple[float, ...]
     cumulative: tuple[float, ...]
-    sum: float
-    count: float
+    sum: float  # NaN when the exposition has no _sum
+    count: float  # the +Inf bucket when the exposition has no _count
+    has_sum: bool = True
 
 
 class HistogramError(ValueError):
@@ -60,6 +61,9 @@ def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = T
                 edge = float(le)
             except ValueError:
                 raise HistogramError(f"{b_name}: le={le!r} is not a number") from None
+            if math.isnan(edge):
+                # NaN != NaN: kept, such an edge would make every scrape look like a counter reset.
+                raise HistogramError(f'{b_name}{dict(rest)}: le="{le}" is not a bucket edge')
             series = buckets.setdefault(tuple(rest), {})
             if edge in series:
                 raise HistogramError(f"{b_name}{dict(rest)}: duplicate bucket le={le!r}")
@@ -76,18 +80,38 @@ def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = T
             if strict:
                 raise HistogramError(f"{family}{dict(labels)}: no +Inf bucket")
             continue
+        count = counts.get(labels, cum[-1])
         if strict:
+            # A count that is not a finite, non-negative number would poison every window (NaN
+            # events, a burn rate of NaN): the scrape is rejected, as Prometheus rejects it.
             for v in cum:
-                if math.isnan(v) or v < 0:
-                    raise HistogramError(f"{family}{dict(labels)}: bucket count {v} is negative or NaN")
+                if not _is_count(v):
+                    raise HistogramError(f"{family}{dict(labels)}: bucket count {spell_value(v)} is not a finite, non-negative number")
             for a, b in zip(cum, cum[1:]):
                 if b < a:
                     raise HistogramError(f"{family}{dict(labels)}: bucket counts are not monotone")
-        count = counts.get(labels, cum[-1])
-        if strict and (math.isnan(count) or count < 0):
-            raise HistogramError(f"{family}{dict(labels)}: _count {count} is negative or NaN")
-        out.append(HistogramSeries(family, labels, edges, cum, sums.get(labels, math.nan), count))
+            if not _is_count(count):
+                raise HistogramError(f"{family}{dict(labels)}: _count {spell_value(count)} is not a finite, non-negative number")
+        out.append(HistogramSeries(family, labels, edges, cum, sums.get(labels, math.nan), count,
+                                   labels in sums))
     out.sort(key=lambda h: h.labels)
+    return out
+
+
+def _is_count(v: float) -> bool:
+    return math.isfinite(v) and v >= 0
+
+
+def histogram_warnings(h: HistogramSeries) -> list[str]:
+    """What is wrong but not fatal in an accepted series: the scrape is used, the target flagged."""
+    where = f"{h.family}{dict(h.labels)}"
+    out = []
+    if h.count != h.cumulative[-1]:
+        out.append(f"{where}: _count {h.count:g} disagrees with the +Inf bucket {h.cumulative[-1]:g}")
+    if not h.has_sum:
+        out.append(f"{where}: no _sum: no mean reported")
+    elif not math.isfinite(h.sum):
+        out.append(f"{where}: _sum is {spell_value(h.sum)}: no mean reported")
     return out
 
 

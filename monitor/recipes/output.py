@@ -19,6 +19,8 @@ TAIL = ("buckets", "baseline", "targets", "launch", "warnings")
 
 def deployment_dict(d: Deployment) -> dict[str, Any]:
     data = d.model_dump(mode="json", exclude_none=True)
+    # Targets show what is set; a default (e.g. follow_redirects: false) is noise in every entry.
+    data["targets"] = [t.model_dump(mode="json", exclude_none=True, exclude_defaults=True) for t in d.targets]
     out: dict[str, Any] = {}
     for key in SHOWN:
         if key in data or key in ALWAYS:

@@ -25,10 +25,6 @@ class Section:
     body_start: int  # 1-based, first line after the meta line
     body: list[str]
 
-    @property
-    def body_end(self) -> int:
-        return self.body_start + len(self.body) - 1
-
 
 def parse_meta(text: str) -> dict[str, str]:
     """`Model: A Hardware: B C Cards: 16` -> {"Model": "A", "Hardware": "B C", "Cards": "16"}."""

@@ -4,16 +4,25 @@ Per deployment and recording tick it keeps the merged snapshot (raw material for
 compact state row (SLIs, burn rates, load, targets, accelerators) for post-incident analysis, plus
 the latest accumulator book so a restarted sidecar continues its windows instead of restarting
 them. WAL mode and one transaction per tick: a sidecar killed mid-write leaves the last complete
-tick; SQLite rolls the partial one back on the next open.
+tick; SQLite rolls the partial one back on the next open. The WAL is checkpointed into the main
+file (and truncated) every `checkpoint_seconds` and on open, so it stays small even while a reader
+(`analyze`) keeps SQLite's automatic checkpoints from finishing.
+
+A file that cannot be used raises RecordingError, one line naming the file and the problem:
+CorruptRecording when the file itself is damaged (not SQLite, failing its quick check, an empty
+main file beside a -wal, an unreadable row); the caller decides between refusing and
+`move_aside()` (the sidecar's `--recording-reset`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from monitor.record.codec import book_from, book_to, snapshot_from, snapshot_to
 from monitor.slo.accumulate import SeriesBook
@@ -30,13 +39,52 @@ CREATE TABLE IF NOT EXISTS books (deployment TEXT PRIMARY KEY, ts REAL NOT NULL,
 SCHEMA_VERSION = "1"
 
 
-class RecordingError(Exception):
-    pass
+CHECKPOINT_SECONDS = 300.0
+T = TypeVar("T")
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be used; the message names the file and the problem."""
+
+
+class CorruptRecording(RecordingError):
+    """The file is there but damaged: it can be moved aside (move_aside) and a fresh one started."""
+
+
+def move_aside(path: str | Path, now: float | None = None) -> Path:
+    """Rename a damaged recording (and its -wal/-shm) to `<file>.corrupt-<UTC time>`; returns the new name."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while any(Path(f"{aside}{s}").exists() for s in ("", "-wal", "-shm")):
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}.{n}")
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").exists():
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
+
+
+def _check_file(path: Path) -> None:
+    """What SQLite would not say (or would silently 'repair') before it opens the file."""
+    if path.is_dir():
+        raise RecordingError(f"{path}: is a directory, not a recording file; set sidecar.recording_path to a file "
+                             f"path (e.g. {path / 'slo-monitor.sqlite'})")
+    wal = Path(f"{path}-wal")
+    if path.exists() and path.stat().st_size == 0 and wal.exists() and wal.stat().st_size > 0:
+        # Opened as it is, SQLite would start an empty database and drop the log: the history is gone.
+        raise CorruptRecording(f"{path}: the main file is empty but {wal.name} holds {wal.stat().st_size} bytes "
+                               "(the file was truncated, or copied without its -wal); not a usable recording")
 
 
 class Recording:
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False,
+                 checkpoint_seconds: float = CHECKPOINT_SECONDS) -> None:
         self.path = Path(path)
+        self.checkpoint_seconds = checkpoint_seconds
+        self._last_checkpoint = time.monotonic()
+        _check_file(self.path)
         if readonly:
             if not self.path.exists():
                 raise RecordingError(f"{self.path}: no recording here")
@@ -44,21 +92,51 @@ class Recording:
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path)
-            try:
+        try:
+            self._check_integrity()
+            if not readonly:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(SCHEMA)
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
                 self.db.commit()
-            except sqlite3.DatabaseError as err:
-                self.db.close()
-                raise RecordingError(f"{self.path}: not a recording ({err}); move it away or pick another path") from None
-        try:
+                self.checkpoint()
             row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.DatabaseError as err:
-            raise RecordingError(f"{self.path}: not a recording ({err})") from None
+            self.db.close()
+            raise CorruptRecording(f"{self.path}: not a recording ({err})") from None
+        except RecordingError:
+            self.db.close()
+            raise
         if row is None or row[0] != SCHEMA_VERSION:
-            raise RecordingError(f"{self.path}: recording schema {row[0] if row else '?'} is not {SCHEMA_VERSION}")
+            self.db.close()
+            raise CorruptRecording(f"{self.path}: recording schema {row[0] if row else '?'} is not {SCHEMA_VERSION}")
+
+    def _check_integrity(self) -> None:
+        # quick_check reads every page (O(size), ~0.1 s for 25 MB): a truncated or overwritten file
+        # is found now, with its name, not as "malformed" in the middle of a scrape cycle.
+        problems = [r[0] for r in self.db.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"]:
+            raise CorruptRecording(f"{self.path}: the file is damaged ({'; '.join(problems)[:200]})")
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file and truncate it (a reader mid-transaction only delays it)."""
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        self._last_checkpoint = time.monotonic()
+
+    def _rows(self, table: str, query: str, args: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+        try:
+            yield from self.db.execute(query, args)
+        except sqlite3.DatabaseError as err:
+            raise CorruptRecording(f"{self.path}: table {table} cannot be read ({err})") from None
+
+    def _decode(self, table: str, deployment: str, ts: float, text: str, decode: Callable[[Any], T]) -> T:
+        try:
+            return decode(json.loads(text))
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
+            what = f"{type(err).__name__}: {err}" if not isinstance(err, KeyError) else f"missing field {err}"
+            raise CorruptRecording(f"{self.path}: the row of {deployment!r} at ts {ts:.3f} in table {table} is "
+                                   f"unreadable ({what[:160]})") from None
 
     def close(self) -> None:
         self.db.close()
@@ -77,28 +155,39 @@ class Recording:
             if rows:
                 newest = max(r[1].ts for r in rows)
                 self.db.execute("DELETE FROM snapshots WHERE ts < ?", (newest - retain_seconds,))
+        if time.monotonic() - self._last_checkpoint >= self.checkpoint_seconds:
+            self.checkpoint()
 
     def deployments(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT deployment FROM snapshots ORDER BY 1")]
+        q = "SELECT DISTINCT deployment FROM snapshots ORDER BY 1"
+        return [r[0] for r in self._rows("snapshots", q, ())]
 
     def snapshots(self, deployment: str, start: float | None = None, end: float | None = None) -> Iterator[Snapshot]:
-        q = "SELECT snapshot FROM snapshots WHERE deployment = ? AND ts >= ? AND ts <= ? ORDER BY ts"
-        for (data,) in self.db.execute(q, (deployment, start if start is not None else -1e18,
-                                           end if end is not None else 1e18)):
-            yield snapshot_from(json.loads(data))
+        q = "SELECT ts, snapshot FROM snapshots WHERE deployment = ? AND ts >= ? AND ts <= ? ORDER BY ts"
+        for ts, data in self._rows("snapshots", q, (deployment, start if start is not None else -1e18,
+                                                    end if end is not None else 1e18)):
+            yield self._decode("snapshots", deployment, ts, data, snapshot_from)
 
     def states(self, deployment: str, start: float | None = None, end: float | None = None
                ) -> Iterator[tuple[float, dict[str, Any]]]:
         q = ("SELECT ts, state FROM snapshots WHERE deployment = ? AND ts >= ? AND ts <= ? "
              "AND state IS NOT NULL ORDER BY ts")
-        for ts, data in self.db.execute(q, (deployment, start if start is not None else -1e18,
-                                            end if end is not None else 1e18)):
-            yield ts, json.loads(data)
+        for ts, data in self._rows("snapshots", q, (deployment, start if start is not None else -1e18,
+                                                    end if end is not None else 1e18)):
+            yield ts, self._decode("snapshots", deployment, ts, data, _state)
 
     def book(self, deployment: str) -> tuple[float, SeriesBook] | None:
-        row = self.db.execute("SELECT ts, book FROM books WHERE deployment = ?", (deployment,)).fetchone()
-        return None if row is None else (row[0], book_from(json.loads(row[1])))
+        q = "SELECT ts, book FROM books WHERE deployment = ?"
+        row = next(self._rows("books", q, (deployment,)), None)
+        return None if row is None else (row[0], self._decode("books", deployment, row[0], row[1], book_from))
 
     def span(self, deployment: str) -> tuple[float, float] | None:
-        row = self.db.execute("SELECT MIN(ts), MAX(ts) FROM snapshots WHERE deployment = ?", (deployment,)).fetchone()
+        q = "SELECT MIN(ts), MAX(ts) FROM snapshots WHERE deployment = ?"
+        row = next(self._rows("snapshots", q, (deployment,)), None)
         return None if row is None or row[0] is None else (row[0], row[1])
+
+
+def _state(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise TypeError(f"state is a {type(data).__name__}, not an object")
+    return data

@@ -6,19 +6,19 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from monitor.requestlog.export import TargetCounts
 from monitor.state import DeploymentStatus
+from monitor.telemetry.model import Reading
 
 
-def _reading(r: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(r):
-        d = dataclasses.asdict(r)
-        d.pop("processes", None)
-        return {k: v for k, v in d.items() if v not in (None, {}, ())}
-    return dict(r) if isinstance(r, dict) else {"value": str(r)}
+def _reading(r: Reading) -> dict[str, Any]:
+    d = dataclasses.asdict(r)
+    d.pop("processes", None)
+    return {k: v for k, v in d.items() if v not in (None, {}, ())}
 
 
-def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Any] = (),
-              request_log_counts: Iterable[Any] = ()) -> dict[str, Any]:
+def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Reading] = (),
+              request_log_counts: Iterable[TargetCounts] = ()) -> dict[str, Any]:
     """`request_log_counts`: the deployment's request-log targets' cumulative finished/good requests
     (monitor.requestlog TargetCounts), so the goodput SLI can be analysed from the recording."""
     slis = {
@@ -43,7 +43,7 @@ def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Any] = (),
     }
 
 
-def _goodput(dep: DeploymentStatus, counts: list[Any]) -> dict[str, Any]:
+def _goodput(dep: DeploymentStatus, counts: list[TargetCounts]) -> dict[str, Any]:
     if not counts:
         return {}
     objective = next((w.objective for w in dep.goodput or () if w.objective is not None), None)

@@ -21,24 +21,20 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from monitor.config import Deployment
-from monitor.conventions import NS
+from monitor.conventions import (
+    M_DISAGREEMENT,
+    M_GOODPUT_RATE,
+    M_GOODPUT_RATIO,
+    M_GOODPUT_REQUESTS,
+    M_LOG_ERRORS,
+    M_LOG_FINISHED,
+    M_LOG_LINES,
+    M_LOG_REQUESTS,
+    M_LOG_SLI_GOOD,
+    M_MISSED,
+)
 from monitor.requestlog.goodput import MISSED, WindowGoodput, disagreement
 from monitor.state import GoodputWindowStatus, StatusResponse
-
-M_GOODPUT_RATIO = f"{NS}_goodput_ratio"
-M_GOODPUT_RATE = f"{NS}_goodput_requests_per_second"
-M_LOG_REQUESTS = f"{NS}_request_log_requests"
-M_MISSED = f"{NS}_requests_missed"
-M_LOG_SLI_GOOD = f"{NS}_request_log_sli_good_ratio"
-M_DISAGREEMENT = f"{NS}_sli_source_disagreement_ratio"
-M_LOG_LINES = f"{NS}_request_log_lines"  # exposed as _total (counter)
-M_LOG_ERRORS = f"{NS}_request_log_errors"
-# Counters behind the goodput SLO rules (rates over any window, like SGLang's own histograms).
-M_LOG_FINISHED = f"{NS}_request_log_finished_requests"  # exposed as _total
-M_GOODPUT_REQUESTS = f"{NS}_goodput_requests"  # exposed as _total
-# The sample names Prometheus stores for the two (what rules, dashboards and the analyzer query).
-LOG_FINISHED_TOTAL = M_LOG_FINISHED + "_total"
-GOODPUT_REQUESTS_TOTAL = M_GOODPUT_REQUESTS + "_total"
 
 
 @dataclass(frozen=True)

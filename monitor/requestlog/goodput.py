@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monitor.conventions import SIDECAR_WINDOWS
-from monitor.requestlog.records import REQUEST_SLIS, Verdict
+from monitor.conventions import REQUEST_SLIS, SIDECAR_WINDOWS
+from monitor.requestlog.records import Verdict
 
 MISSED = ("ttft", "tpot", "e2e", "failed")
 _GOOD = 1

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.conventions import REQUEST_SLIS
+
 SUCCESS_TYPES = frozenset({"stop", "length"})
-# SLIs a request log can judge per request; ITL is per token and stays with the histogram.
-REQUEST_SLIS = ("ttft", "tpot", "e2e")
 
 
 class RecordError(ValueError):

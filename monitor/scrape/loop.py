@@ -1,8 +1,9 @@
 """The scrape cycle: every target concurrently, each bounded by its own timeout.
 
-Results are handled as they arrive, so a slow or dead target costs the others nothing; the
-deployment snapshot is taken once all targets of the cycle have answered or timed out (the
-timeout never exceeds the interval, so cycles never pile up).
+Each result goes to the sink as it arrives, so a slow or dead target costs the others nothing; a
+deployment's cycle is closed once all its targets have answered or timed out (the timeout never
+exceeds the interval, so cycles never pile up). The loop does I/O and parsing only: the state the
+results feed belongs to the sink (`monitor.observations`).
 """
 
 from __future__ import annotations
@@ -12,26 +13,22 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions import ROUTER_FAMILIES
+from monitor.fetch import fetch
 from monitor.parse.exposition import ParseError, parse
-from monitor.parse.families import HistogramError, engine_wanted
-from monitor.scrape.http import fetch
+from monitor.parse.families import engine_wanted
+from monitor.parse.gateway import ROUTER_WANTED
+from monitor.scrape.result import ScrapeResult
 from monitor.scrape.shard import shard_of
-from monitor.scrape.status import TargetStatus
-from monitor.slo.engine import DeploymentEngine
+from monitor.telemetry.collect import DetailCache, collect
 
 log = logging.getLogger(__name__)
 
-HTTP_SGLANG_SOURCES = frozenset({"sglang", "router-engine-metrics"})
 TELEMETRY_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
-ROUTER_WANTED = frozenset(
-    {f + s for f in ROUTER_FAMILIES for s in ("", "_bucket", "_count", "_sum")}
-)
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:
@@ -39,15 +36,6 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
     if seconds > 0:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
-
-
-def router_summary(samples: list) -> dict[str, float]:
-    health = [s.value for s in samples if s.name == "smg_worker_health"]
-    return {
-        "workers": float(sum(1 for v in health if v >= 0)),
-        "workers_healthy": float(sum(1 for v in health if v == 1)),
-        "requests_total": float(sum(s.value for s in samples if s.name == "smg_router_requests_total")),
-    }
 
 
 def explain_http_error(target: Target, error: str) -> str:
@@ -59,98 +47,82 @@ def explain_http_error(target: Target, error: str) -> str:
     return error
 
 
-class Scraper:
-    """Owns the engines and target statuses; `cycle()` runs one scrape of everything."""
+class ResultSink(Protocol):
+    """Where results go (`monitor.observations.Observations`): each as it arrives, then a deployment's
+    cycle is closed once all its targets have answered or timed out."""
 
-    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time,
-                 engines: dict[str, DeploymentEngine] | None = None) -> None:
+    def apply(self, result: ScrapeResult) -> None: ...
+
+    def snapshot(self, deployment: str, ts: float) -> None: ...
+
+
+class Scraper:
+    """Scrapes every target on its schedule and hands each result to the sink; holds no SLO state."""
+
+    def __init__(self, config: Config, sink: ResultSink, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        self.sink = sink
         self.clock = clock
-        self.engines = engines or {d.name: DeploymentEngine(d) for d in config.deployments}
-        self.statuses: dict[tuple[str, str], TargetStatus] = {}
-        self.telemetry: dict[tuple[str, str], Any] = {}  # latest TelemetryResult per target
-        self.npu_details: dict[tuple[str, str], Any] = {}  # DetailCache per npu-smi target with details
+        self.npu_details: dict[tuple[str, str], DetailCache] = {}  # collection memo per npu-smi target
         self.wanted = engine_wanted()
         self.cycles = 0
         self.last_cycle_seconds = 0.0
         self.deployment_cycle_seconds: dict[str, float] = {}
-        for dep in config.deployments:
-            for t in dep.targets:
-                self.statuses[(dep.name, t.id)] = TargetStatus(
-                    dep.name, t.id, t.role, t.source or "", t.url, placeholder=t.has_placeholder,
-                    last_error="placeholder in target address: fill it in the config" if t.has_placeholder else None,
-                )
         self._sem = asyncio.Semaphore(config.sidecar.max_concurrent_scrapes)
 
     def _timeout(self, target: Target) -> float:
         return min(target.timeout_seconds or self.config.sidecar.scrape_timeout_seconds,
                    self.config.sidecar.scrape_interval_seconds)
 
-    async def _scrape(self, session: aiohttp.ClientSession, dep: Deployment, target: Target) -> None:
-        status = self.statuses[(dep.name, target.id)]
-        if status.placeholder:
-            return
+    async def scrape(self, session: aiohttp.ClientSession, dep: Deployment, target: Target) -> ScrapeResult | None:
+        """One target once: None for what is not scraped (a placeholder address, a request log)."""
+        if target.has_placeholder or target.source == "request-log":
+            return None  # request logs are tailed by monitor.requestlog
         async with self._sem:
             ts = self.clock()
             if target.source in TELEMETRY_SOURCES:
-                await self._collect_telemetry(session, dep, target, status, ts)
-                return
-            if target.source == "request-log":
-                return  # tailed by the request-log reader, not scraped
+                details = (self.npu_details.setdefault((dep.name, target.id), DetailCache())
+                           if target.npu_smi_details else None)
+                telemetry = await collect(target, timeout=self._timeout(target), session=session, details=details)
+                return ScrapeResult(dep.name, target, ts, telemetry.duration_seconds, telemetry=telemetry)
             res = await fetch(session, target.url or "", timeout=self._timeout(target),
                               max_bytes=self.config.sidecar.max_response_bytes,
-                              bearer_token=target.bearer_token)
-        engine = self.engines[dep.name]
+                              bearer_token=target.bearer_token, follow_redirects=target.follow_redirects)
         if not res.ok:
-            status.record_failure(ts, explain_http_error(target, res.error or "failed"), res.duration_seconds)
-            engine.target_down(target)
-            return
+            return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
+                                error=explain_http_error(target, res.error or "failed"))
+        wanted = ROUTER_WANTED if target.source == "router" else self.wanted
         try:
-            if target.source == "router":
-                expo = parse(res.text or "", ROUTER_WANTED, content_type=res.content_type)
-                status.detail = router_summary(expo.selected)
-            else:
-                expo = parse(res.text or "", self.wanted, content_type=res.content_type, count_families=False)
-                status.resets += engine.observe(target, expo)
-        except (ParseError, HistogramError) as err:
+            expo = parse(res.text or "", wanted, content_type=res.content_type,
+                         count_families=target.source == "router")
+        except ParseError as err:
             # Rejected whole, like Prometheus does: the windows keep their last good state.
-            status.record_failure(ts, f"malformed exposition: {err}", res.duration_seconds)
-            engine.target_down(target)
-            return
-        status.record_success(ts, res.duration_seconds, expo.samples, res.bytes, expo.format)
+            return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
+                                error=f"malformed exposition: {err}")
+        if expo.samples == 0:  # nothing to compute from: a failure, not `up` with zero samples
+            return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
+                                error="empty exposition (HTTP 200 with no samples)")
+        return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes, exposition=expo)
 
-    async def _collect_telemetry(self, session: aiohttp.ClientSession, dep: Deployment, target: Target,
-                                 status: TargetStatus, ts: float) -> None:
-        try:
-            from monitor.telemetry.collect import DetailCache, collect
-        except ImportError as err:  # pragma: no cover - telemetry package always ships
-            status.record_failure(ts, f"telemetry unavailable: {err}", 0.0)
-            return
-        details = self.npu_details.setdefault((dep.name, target.id), DetailCache()) if target.npu_smi_details else None
-        result = await collect(target, timeout=self._timeout(target), session=session, details=details)
-        self.telemetry[(dep.name, target.id)] = result
-        if result.up:
-            status.record_success(ts, result.duration_seconds, len(result.readings), 0, target.source)
-            if result.warnings:  # up with what the table gave; say what is missing
-                more = f" (+{len(result.warnings) - 1} more)" if len(result.warnings) > 1 else ""
-                status.last_error = f"partial: {result.warnings[0]}{more}"
-        else:
-            status.record_failure(ts, result.error or "telemetry collection failed", result.duration_seconds)
+    async def _scrape_into_sink(self, session: aiohttp.ClientSession, dep: Deployment, target: Target) -> None:
+        result = await self.scrape(session, dep, target)
+        if result is not None:
+            self.sink.apply(result)
 
     async def _scrape_all(self, session: aiohttp.ClientSession, deps: list[Deployment]) -> None:
-        jobs = [self._scrape(session, dep, t) for dep in deps for t in dep.targets]
+        jobs = [self._scrape_into_sink(session, dep, t) for dep in deps for t in dep.targets]
         results = await asyncio.gather(*jobs, return_exceptions=True)
         for r in results:
             if isinstance(r, Exception):  # a bug must not stop the loop; say where it was
                 log.error("scrape task failed: %r", r, exc_info=r)
 
     async def cycle(self, session: aiohttp.ClientSession) -> float:
-        """Scrape every target once, then snapshot every deployment (tests, `--once`, no stagger)."""
+        """Scrape every target once, then close every deployment's cycle (tests, `--once`, no stagger)."""
         started = time.perf_counter()
         await self._scrape_all(session, self.config.deployments)
         now = self.clock()
-        for engine in self.engines.values():
-            engine.snapshot(now)
+        for dep in self.config.deployments:
+            self.sink.snapshot(dep.name, now)
         self.cycles += 1
         self.last_cycle_seconds = time.perf_counter() - started
         return now
@@ -168,7 +140,7 @@ class Scraper:
         while not stop.is_set():
             begun = time.monotonic()
             await self._scrape_all(session, [dep])
-            self.engines[dep.name].snapshot(self.clock())
+            self.sink.snapshot(dep.name, self.clock())
             took = time.monotonic() - begun
             self.deployment_cycle_seconds[dep.name] = took
             await _sleep(stop, interval - took)

@@ -25,6 +25,9 @@ class TargetStatus:
     resets: int = 0
     format: str | None = None
     detail: dict[str, float] = field(default_factory=dict)  # e.g. router worker health summary
+    # What the last successful scrape got wrong but could still be used (e.g. a _count off the
+    # +Inf bucket, a missing _sum): the target is up, its numbers need a second look.
+    warnings: list[str] = field(default_factory=list)
 
     def record_failure(self, ts: float, error: str, duration: float) -> None:
         self.up = False
@@ -33,9 +36,12 @@ class TargetStatus:
         self.duration_seconds = duration
         self.scrapes += 1
         self.errors += 1
+        self.warnings = []
 
-    def record_success(self, ts: float, duration: float, samples: int, size: int, fmt: str | None) -> None:
+    def record_success(self, ts: float, duration: float, samples: int, size: int, fmt: str | None,
+                       warnings: list[str] | None = None) -> None:
         self.up = True
+        self.warnings = list(warnings or ())
         self.last_error = None
         self.last_scrape_ts = ts
         self.last_success_ts = ts

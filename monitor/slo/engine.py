@@ -1,9 +1,9 @@
 """Per-deployment SLO engine: parsed scrapes in, DeploymentState out. No I/O.
 
-Which targets feed which number is `conventions.SLI_ROLES` / `COUNTER_ROLES` applied by
-`Deployment.engine_targets`, the same selection the generated rules make; load gauges come from every
-target. Inside a router's merged /engine_metrics the prefill workers' series are told apart by their
-`engine_type` label.
+Which servers feed which number is `conventions.SLI_ROLES` / `COUNTER_ROLES` by the role of the target
+observed: a PD request is counted on the decode server that answers it, never again on its prefill
+server. A gateway's merged /engine_metrics arrives here one worker at a time, each with the role its
+`engine_type` names (`monitor.observations`). Load gauges come from every target.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ from monitor.config import Deployment, Target
 from monitor.conventions import (
     COUNTER_ROLES,
     COUNTERS,
-    ENGINE_TYPE_LABEL,
     GAUGES,
-    PREFILL_ENGINE_TYPE,
     SIDECAR_WINDOWS,
     SLI_FAMILIES,
     SLI_ROLES,
 )
-from monitor.parse.exposition import Exposition, Sample
-from monitor.parse.families import group_histograms
+from monitor.parse.exposition import Exposition, Sample, spell_value
+from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
 from monitor.slo.load import aggregate
@@ -30,16 +28,6 @@ from monitor.slo.state import DeploymentState, compute_sli_states, good_total
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
 RATE_WINDOW = 300.0
-
-
-def _feeders(dep: Deployment, roles: tuple[str, ...]) -> dict[str, bool]:
-    """Target id -> whether its prefill-engine series must be skipped (a merged /engine_metrics
-    standing in for servers that exclude prefill)."""
-    return {t.id: t.source == "router-engine-metrics" and "prefill" not in roles for t in dep.engine_targets(roles)}
-
-
-def _prefill_series(labels: tuple) -> bool:
-    return (ENGINE_TYPE_LABEL, PREFILL_ENGINE_TYPE) in labels
 
 
 class DeploymentEngine:
@@ -52,44 +40,47 @@ class DeploymentEngine:
         self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
         self.resets: dict[str, int] = {}
         self._observed: set[str] = set()  # targets with at least one scrape fed here
-        self._sli_feeders = {sli: _feeders(deployment, SLI_ROLES[sli]) for sli in SLI_FAMILIES}
-        self._counter_feeders = {c: _feeders(deployment, COUNTER_ROLES[c]) for c in COUNTERS}
+        self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
 
     def observe(self, target: Target, expo: Exposition) -> int:
-        """Feed one successful scrape of an SGLang server; returns counter resets detected."""
+        """Feed one successful scrape of an SGLang server; returns counter resets detected.
+
+        Every histogram is assembled (and a bad one raises HistogramError) before any accumulator
+        changes, so a rejected scrape leaves the windows exactly as they were. What is wrong but
+        usable (a _count off the +Inf bucket, no _sum, a NaN counter) is kept in `warnings[target]`.
+        """
         tid = target.id
         born = tid in self._observed  # a series new on a target already scraped was created since
-        self._observed.add(tid)
         resets = 0
+        warnings: list[str] = []
         by_name: dict[str, list[Sample]] = {}
         for smp in expo.selected:  # one pass; each family below reads only its own samples
             by_name.setdefault(smp.name, []).append(smp)
         empty: list[Sample] = []
+        hists: list[tuple[str, HistogramSeries]] = []
         for sli, family in SLI_FAMILIES.items():
-            skip_prefill = self._sli_feeders[sli].get(tid)
-            if skip_prefill is None:
-                continue  # this target does not feed the SLI
+            if target.role not in SLI_ROLES[sli]:
+                continue  # e.g. a PD prefill server: its E2E covers its part of the request only
             own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
                    *by_name.get(family + "_count", empty)]
-            if not own:
-                continue
-            for series in group_histograms(own, family):
-                if skip_prefill and _prefill_series(series.labels):
-                    continue
-                key = (tid, family, series.labels)
-                acc = self.book.hist(key)
-                if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
-                    resets += 1
-                self._hist_keys[sli].add(key)
+            if own:
+                hists.extend((sli, series) for series in group_histograms(own, family))
+        self._observed.add(tid)  # from here on nothing refuses the scrape
+        for sli, series in hists:
+            warnings.extend(histogram_warnings(series))
+            key = (tid, series.family, series.labels)
+            acc = self.book.hist(key)
+            if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
+                resets += 1
+            self._hist_keys[sli].add(key)
         for cname, family in COUNTERS.items():
-            skip_prefill = self._counter_feeders[cname].get(tid)
-            if skip_prefill is None:
+            if target.role not in COUNTER_ROLES[cname]:
                 continue
             for s in by_name.get(family, empty):
-                if skip_prefill and _prefill_series(s.labels):
-                    continue
                 if not (s.value >= 0 and s.value != float("inf")):
-                    continue  # NaN, Inf or negative is no count: skip it rather than poison the sum
+                    # NaN, Inf or negative is no count: skip it rather than poison the sum, and say so.
+                    warnings.append(f"{family}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")
+                    continue
                 key = (tid, family, s.labels)
                 if self.book.scalar(key).update(s.value, born=born):
                     resets += 1
@@ -100,6 +91,7 @@ class DeploymentEngine:
             if found:
                 gauges[metric] = found
         self._gauges[tid] = (target.role, gauges)
+        self.warnings[tid] = warnings
         # A scrape with a reset also reports its new counts; count at most one reset per scrape.
         if resets:
             self.resets[tid] = self.resets.get(tid, 0) + 1

@@ -48,7 +48,8 @@ def at_edges(h: Hist, edges: tuple[float, ...]) -> tuple[float, ...]:
 
 
 def merge(hists: Iterable[Hist]) -> Hist:
-    """Sum histograms (servers, ranks, label sets) on their common edges."""
+    """Sum histograms (servers, ranks, label sets) on their common edges. One series without a
+    sum (NaN) makes the merged sum NaN: a mean over part of the counts would be wrong."""
     hs = [h for h in hists if h.edges]
     if not hs:
         return EMPTY
@@ -58,17 +59,13 @@ def merge(hists: Iterable[Hist]) -> Hist:
         for h in hs:
             for i, v in enumerate(h.cumulative):
                 cum[i] += v
-        return Hist(edges, tuple(cum), _nansum(h.sum for h in hs), sum(h.count for h in hs))
+        return Hist(edges, tuple(cum), sum(h.sum for h in hs), sum(h.count for h in hs))
     edges = common_edges(hs)
     cum = [0.0] * len(edges)
     for h in hs:
         for i, v in enumerate(at_edges(h, edges)):
             cum[i] += v
-    return Hist(edges, tuple(cum), _nansum(h.sum for h in hs), sum(h.count for h in hs))
-
-
-def _nansum(values: Iterable[float]) -> float:
-    return sum(v for v in values if not math.isnan(v))
+    return Hist(edges, tuple(cum), sum(h.sum for h in hs), sum(h.count for h in hs))
 
 
 def delta(new: Hist, old: Hist | None) -> Hist:
@@ -93,7 +90,7 @@ def quantile(q: float, h: Hist) -> float | None:
     if q > 1:
         return math.inf
     total = h.total
-    if total <= 0 or len(h.edges) < 2:
+    if not total > 0 or len(h.edges) < 2:  # `not >`: a NaN total has no quantile either
         return None
     rank = q * total
     i = next((j for j, cum in enumerate(h.cumulative) if cum >= rank), len(h.cumulative) - 1)
@@ -111,7 +108,7 @@ def quantile(q: float, h: Hist) -> float | None:
 
 
 def mean(h: Hist) -> float | None:
-    if h.count <= 0 or math.isnan(h.sum):
+    if not h.count > 0 or math.isnan(h.sum):
         return None
     return h.sum / h.count
 
@@ -129,7 +126,7 @@ class GoodRatio(NamedTuple):
 def good_ratio(h: Hist, target: float) -> GoodRatio | None:
     """Share of observations <= target; interpolated (and bounded) off the bucket edges."""
     total = h.total
-    if total <= 0:
+    if not total > 0:  # empty, or NaN: no ratio
         return None
     edges = h.edges
     i = len(edges) - 1

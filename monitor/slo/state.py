@@ -79,7 +79,8 @@ def window_state(name: str, seconds: float, current: Hist, start: Hist | None, c
         good_ratio=gr.value if gr else None,
         good_ratio_lower=gr.lower if gr else None,
         good_ratio_upper=gr.upper if gr else None,
-        burn_rate=burn_rate(gr.value if gr else None, objective),
+        # NaN counts (never scraped: refused) are unknown, not an empty window: no burn rate either.
+        burn_rate=math.nan if math.isnan(d.total) else burn_rate(gr.value if gr else None, objective),
         quantiles=quants,
         mean=mean(d),
     )
@@ -91,7 +92,7 @@ def budget_remaining(good_now: tuple[float, float], good_then: tuple[float, floa
         good_then = (0.0, 0.0)
     good = good_now[0] - good_then[0]
     total = good_now[1] - good_then[1]
-    if total <= 0:
+    if not total > 0:  # nothing, or NaN: no budget figure
         return None
     bad = max(total - good, 0.0)
     return 1.0 - bad / (total * (1.0 - objective))

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from monitor.config import Target
+from monitor.fetch import RedirectRefused, open_response
+from monitor.parse.exposition import ParseError
 from monitor.telemetry.dcgm import parse_dcgm
 from monitor.telemetry.model import Reading, TelemetryResult, merge
 from monitor.telemetry.npu_exporter import parse_npu_exporter
@@ -85,14 +87,16 @@ async def run_command(argv: list[str], timeout: float) -> str:
     return out.decode(errors="replace")
 
 
-async def fetch(url: str, timeout: float, session: aiohttp.ClientSession | None, token: str | None) -> str:
+async def fetch(url: str, timeout: float, session: aiohttp.ClientSession | None, token: str | None,
+                follow_redirects: bool = False) -> str:
     headers = {"Accept": "text/plain;version=0.0.4"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     own = session is None
     session = session or aiohttp.ClientSession()
     try:
-        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+        async with await open_response(session, url, follow_redirects=follow_redirects, headers=headers,
+                                       timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
             if resp.status != 200:
                 raise CollectError(f"GET {url}: HTTP {resp.status}")
             body = await resp.content.read(MAX_OUTPUT_BYTES * 16 + 1)
@@ -103,6 +107,8 @@ async def fetch(url: str, timeout: float, session: aiohttp.ClientSession | None,
         raise CollectError(f"GET {url}: no answer within {timeout:g}s") from None
     except aiohttp.ClientError as err:
         raise CollectError(f"GET {url}: {type(err).__name__}: {err}") from None
+    except RedirectRefused as err:
+        raise CollectError(f"GET {url}: {err}") from None
     finally:
         if own:
             await session.close()
@@ -176,10 +182,10 @@ async def _readings(target: Target, node: str, timeout: float,
     if source == "npu-smi":
         return parse_npu_smi_info(await run_command(npu_smi_argv(target), timeout), node)
     if source == "npu-exporter":
-        return parse_npu_exporter(await fetch(target.url or "", timeout, session, target.bearer_token), node)
+        return parse_npu_exporter(await fetch(target.url or "", timeout, session, target.bearer_token, target.follow_redirects), node)
     if source == "dcgm":
         # Without a configured node, the exporter's hostname label, else the URL host.
-        readings = parse_dcgm(await fetch(target.url or "", timeout, session, target.bearer_token), target.node)
+        readings = parse_dcgm(await fetch(target.url or "", timeout, session, target.bearer_token, target.follow_redirects), target.node)
         return [r if r.node != "unknown" else replace(r, node=node) for r in readings]
     if source == "nvml":
         # NVML is blocking C; a thread keeps the loop free (a wedged driver call leaks the thread,
@@ -207,6 +213,9 @@ async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSess
     except asyncio.TimeoutError:
         return TelemetryResult(source=str(target.source), node=node, up=False, target=target.id,
                                error=f"no answer within {timeout:g}s", duration_seconds=clock() - start)
+    except ParseError as err:
+        return TelemetryResult(source=str(target.source), node=node, up=False, target=target.id,
+                               error=f"not Prometheus text format: {err}", duration_seconds=clock() - start)
     except Exception as err:  # noqa: BLE001 - the contract is "never crash the loop"
         msg = str(err) if isinstance(err, CollectError) else f"{type(err).__name__}: {err}"
         return TelemetryResult(source=str(target.source), node=node, up=False, error=msg, target=target.id,

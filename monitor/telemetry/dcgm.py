@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from monitor.telemetry.exposition import exporter_samples
 from monitor.telemetry.model import MIB, Reading, ratio_from_percent
-from monitor.telemetry.promtext import samples
 
 BLANK = 0x7FFFFFF0  # DCGM_FT_INT32_BLANK; the int64/fp64 blanks are larger still
 F = "DCGM_FI_DEV_"
@@ -54,7 +54,7 @@ def parse_dcgm(text: str, node: str | None = None) -> list[Reading]:
     """`node` (the configured one) wins over the exporter's own `hostname`/`Hostname` label."""
     values: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     meta: dict[tuple[str, str], dict[str, str]] = {}
-    for s in samples(text):
+    for s in exporter_samples(text):
         if not s.name.startswith(F) or "gpu" not in s.labels:
             continue  # NVSwitch/NVLink entity series use other label sets
         key = (s.labels["gpu"], s.labels.get("GPU_I_ID", ""))

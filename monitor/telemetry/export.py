@@ -13,7 +13,22 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from monitor.conventions import ACCEL_LABELS
+from monitor.conventions import (
+    ACCEL_LABELS,
+    M_ACCEL_DURATION,
+    M_ACCEL_ECC,
+    M_ACCEL_HEALTH,
+    M_ACCEL_HEALTH_INFO,
+    M_ACCEL_INFO,
+    M_ACCEL_LINK_UP,
+    M_ACCEL_MEMORY_TOTAL,
+    M_ACCEL_MEMORY_USED,
+    M_ACCEL_POWER,
+    M_ACCEL_PROCESSES,
+    M_ACCEL_TEMPERATURE,
+    M_ACCEL_UP,
+    M_ACCEL_UTILIZATION,
+)
 from monitor.telemetry.model import Reading, TelemetryResult
 
 UP_LABELS = ("deployment", "node", "source")
@@ -21,18 +36,18 @@ UP_LABELS = ("deployment", "node", "source")
 
 def _gauges() -> dict[str, GaugeMetricFamily]:
     specs = {
-        "utilization": ("accelerator_utilization_ratio",
+        "utilization": (M_ACCEL_UTILIZATION,
                         "Compute utilisation (Ascend AI Core / NPU Util, NVIDIA GPU util), 0..1.", ()),
-        "mem_used": ("accelerator_memory_used_bytes", "Device memory in use (HBM, else DDR/framebuffer).", ()),
-        "mem_total": ("accelerator_memory_total_bytes", "Device memory size (HBM, else DDR/framebuffer).", ()),
-        "temp": ("accelerator_temperature_celsius", "Chip temperature.", ()),
-        "power": ("accelerator_power_watts", "Power draw (per chip, or per card where the card reports it).", ()),
-        "health": ("accelerator_health", "Chip health: 0 ok, 1 warning, 2 alarm/unhealthy, 3 critical.", ()),
-        "health_info": ("accelerator_health_info", "Always 1; the health label says ok/warning/alarm/"
+        "mem_used": (M_ACCEL_MEMORY_USED, "Device memory in use (HBM, else DDR/framebuffer).", ()),
+        "mem_total": (M_ACCEL_MEMORY_TOTAL, "Device memory size (HBM, else DDR/framebuffer).", ()),
+        "temp": (M_ACCEL_TEMPERATURE, "Chip temperature.", ()),
+        "power": (M_ACCEL_POWER, "Power draw (per chip, or per card where the card reports it).", ()),
+        "health": (M_ACCEL_HEALTH, "Chip health: 0 ok, 1 warning, 2 alarm/unhealthy, 3 critical.", ()),
+        "health_info": (M_ACCEL_HEALTH_INFO, "Always 1; the health label says ok/warning/alarm/"
                         "critical/unhealthy/unknown.", ("health",)),
-        "link": ("accelerator_link_up", "1 when the link (RoCE port, NVLink) is up, 0 when down.", ("link",)),
-        "procs": ("accelerator_processes", "Processes holding memory on the chip.", ()),
-        "info": ("accelerator_info", "Always 1; describes the chip.", ("model", "source", "bus_id", "uuid")),
+        "link": (M_ACCEL_LINK_UP, "1 when the link (RoCE port, NVLink) is up, 0 when down.", ("link",)),
+        "procs": (M_ACCEL_PROCESSES, "Processes holding memory on the chip.", ()),
+        "info": (M_ACCEL_INFO, "Always 1; describes the chip.", ("model", "source", "bus_id", "uuid")),
     }
     return {k: GaugeMetricFamily(name, doc, labels=[*ACCEL_LABELS, *extra]) for k, (name, doc, extra) in specs.items()}
 
@@ -57,11 +72,11 @@ def _add(fams: dict[str, GaugeMetricFamily], ecc: CounterMetricFamily, labels: l
 def telemetry_families(results: Mapping[str, Iterable[TelemetryResult]]) -> list[Metric]:
     """`{deployment: [TelemetryResult, ...]}` -> metric families, stable order."""
     fams = _gauges()
-    ecc = CounterMetricFamily("accelerator_ecc_errors", "Memory ECC errors since driver load, by type "
+    ecc = CounterMetricFamily(M_ACCEL_ECC, "Memory ECC errors since driver load, by type "
                               "(correctable = single-bit, uncorrectable = double-bit).", labels=[*ACCEL_LABELS, "type"])
-    up = GaugeMetricFamily("accelerator_telemetry_up", "1 when the last telemetry collection succeeded.",
+    up = GaugeMetricFamily(M_ACCEL_UP, "1 when the last telemetry collection succeeded.",
                            labels=list(UP_LABELS))
-    duration = GaugeMetricFamily("accelerator_telemetry_duration_seconds", "Time the last telemetry collection took.",
+    duration = GaugeMetricFamily(M_ACCEL_DURATION, "Time the last telemetry collection took.",
                                  labels=list(UP_LABELS))
     for deployment in sorted(results):
         seen: set[tuple[str, ...]] = set()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from monitor.telemetry.exposition import exporter_samples
 from monitor.telemetry.model import MIB, UNHEALTHY, UNKNOWN, Process, Reading, memory_pair, ratio_from_percent
-from monitor.telemetry.promtext import samples
 
 P = "npu_chip_info_"
 ERROR_CODE_FAMILIES = (f"{P}error_code", *(f"{P}error_code_{i}" for i in range(1, 10)))
@@ -59,7 +59,7 @@ def parse_npu_exporter(text: str, node: str) -> list[Reading]:
     values: dict[str, dict[str, float]] = defaultdict(dict)
     meta: dict[str, dict[str, str]] = {}
     procs: dict[str, list[Process]] = {}
-    for s in samples(text):
+    for s in exporter_samples(text):
         cid = s.labels.get("id")
         if cid is None or not s.name.startswith(P):
             continue  # machine_* counts, container_* and vnpu_* series are not per chip

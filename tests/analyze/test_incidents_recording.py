@@ -7,10 +7,10 @@ import base64
 import json
 import re
 
-from monitor.analyze.cli import build_report
 from monitor.analyze.output import write_report
 from monitor.analyze.recording import load_recording
 from monitor.analyze.report import analyze
+from monitor.commands.analyze import build_report
 from monitor.record.store import Recording
 from monitor.slo.histogram import delta, good_ratio
 from tests.analyze.conftest import EPOCH, INCIDENT_AT, INTERVAL, T1, T2, WINDOW, make_config

@@ -1,5 +1,5 @@
-"""`slo-monitor demo` on the embedded recipe: comes up on real traffic through the real routers, serves,
-prints the incident hint, cleans up."""
+"""`slo-monitor demo` on the embedded recipe: comes up on real traffic through the real gateways, serves,
+prints the incident hint, cleans up; a gateway that cannot start is said on screen."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_demo_runs_the_embedded_default_and_stops_cleanly():
     text = "".join(lines)
     assert proc.returncode == 0, text
     assert "tpot_regression" in text and "emulated 12 deployments" in text
-    assert "real sglang-router 0.3.2 in front of 12 deployment(s)" in text
+    assert "real gateway smg 1.13." in text and "in front of 12 deployment(s)" in text
     answered = [int(m.group(1)) for m in re.finditer(r"real traffic: (\d+) requests answered, 0 failed", text)]
     assert answered and answered[-1] > 0, text[-3000:]
     # Every listener is gone: the control port no longer answers.
@@ -69,3 +69,49 @@ def test_demo_runs_the_embedded_default_and_stops_cleanly():
         raise AssertionError("emulator still listening after the demo ended")
     except OSError:
         pass
+
+
+def _demo_args(*extra: str):
+    from monitor.cli import build_parser
+
+    base = find_free_base_port(plan(default_config(), 0).port_count)
+    return build_parser().parse_args(["demo", "--base-port", str(base), "--listen", "127.0.0.1:0",
+                                      "--interval", "1", "--duration", "3", "--no-table", *extra])
+
+
+def _run_demo_in_process(args) -> None:
+    import asyncio
+
+    from monitor.commands.demo import run_demo
+
+    assert asyncio.run(run_demo(args)) == 0
+
+
+def test_demo_says_on_screen_when_the_gateway_is_not_installed(monkeypatch, capsys):
+    import monitor.emulate.router as router
+    from monitor.conventions import GATEWAY_SMG
+
+    missing = router.GatewaySpec(GATEWAY_SMG, "smg", "9.9.0", "smg-9.9.0", "`make gateways`")
+    monkeypatch.setitem(router.GATEWAY_SPECS, GATEWAY_SMG, missing)
+    _run_demo_in_process(_demo_args())
+    out = capsys.readouterr().out
+    assert "NO GATEWAY: smg-1.13 did not start" in out and "is not installed" in out and "make gateways" in out
+    assert "real gateway" not in out
+
+
+def test_demo_says_on_screen_when_the_gateway_exits_at_start(monkeypatch, capsys):
+    import monitor.emulate.router as router
+
+    real = router.router_command
+    monkeypatch.setattr(router, "router_command",
+                        lambda *a, **kw: real(*a, **kw) + ["--no-such-flag"])  # the real smg refuses it and exits
+    _run_demo_in_process(_demo_args())
+    out = capsys.readouterr().out
+    assert "NO GATEWAY: smg-1.13 did not start" in out and "exited with 2" in out
+    assert "unrecognized arguments: --no-such-flag" in out  # the router's own words, from its log
+
+
+def test_demo_puts_the_real_smg_1_13_in_front_of_the_pd_pair_by_default(capsys):
+    _run_demo_in_process(_demo_args())
+    out = capsys.readouterr().out
+    assert "real gateway smg 1.13." in out and "/gateways/smg-1.13.0/bin/smg" in out

@@ -13,6 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.inspect_exposition import inspect_text
 from tests.conftest import (
     DOCS_SAMPLE,
+    GATEWAY_500,
+    GATEWAY_EXPOSITIONS,
+    GATEWAY_FIXTURES,
     REAL_FIXTURES,
     REAL_OM,
     REAL_TEXT,
@@ -20,6 +23,7 @@ from tests.conftest import (
     ROUTER_ENGINE,
     ROUTER_METRICS,
     ROUTER_PD,
+    strict_json,
 )
 
 # Hand-computed from sglang_0.5.23_server_metrics.txt (both is_streaming series added):
@@ -79,8 +83,9 @@ def test_cli_reads_file_and_stdin(tmp_path):
     assert json.loads(res.stdout)["samples"] == 545
 
 
-def test_cli_reports_the_router_500_body_as_a_clear_error():
-    cmd = [sys.executable, "-m", "monitor", "inspect", str(ROUTER_500), "--json"]
+@pytest.mark.parametrize("path", [ROUTER_500, GATEWAY_500], ids=lambda p: p.name)
+def test_cli_reports_the_router_500_body_as_a_clear_error(path):
+    cmd = [sys.executable, "-m", "monitor", "inspect", str(path), "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 2 and "line 1" in res.stderr and "Traceback" not in res.stderr
 
@@ -97,3 +102,48 @@ def test_every_shared_fixture_is_summarised_or_refused_with_the_line(path):
     out = inspect_text(text)
     assert out["samples"] > 0 and out["families"] > 0
     assert out["samples"] == sum(len(f.samples) for f in text_string_to_metric_families(text))
+
+
+def test_cli_prints_strict_json_for_nan_and_inf_values():
+    tpot = "sglang:request_time_per_output_token_seconds"
+    text = (f'{tpot}_bucket{{le="0.04"}} 1\n{tpot}_bucket{{le="+Inf"}} 2\n{tpot}_count 3\n{tpot}_sum NaN\n'
+            "sglang:num_running_reqs NaN\nsglang:token_usage +Inf\nsglang:gen_throughput -Inf\n")
+    cmd = [sys.executable, "-m", "monitor", "inspect", "-", "--json"]
+    res = subprocess.run(cmd, input=text, check=True, capture_output=True, text=True)
+    out = strict_json(res.stdout)
+    assert out["latency"]["tpot"]["mean"] is None and out["latency"]["tpot"]["sum"] == "NaN"
+    assert out["gauges"] == {"num_running_reqs": "NaN", "token_usage": "+Inf", "gen_throughput": "-Inf",
+                             "num_queue_reqs": None}
+    assert any("_count 3 disagrees with the +Inf bucket 2" in w for w in out["latency"]["tpot"]["warnings"])
+
+
+def test_cli_refuses_an_infinite_count_with_one_clear_line():
+    tpot = "sglang:request_time_per_output_token_seconds"
+    text = f'{tpot}_bucket{{le="0.04"}} 1\n{tpot}_bucket{{le="+Inf"}} +Inf\n{tpot}_count +Inf\n{tpot}_sum 1\n'
+    res = subprocess.run([sys.executable, "-m", "monitor", "inspect", "-", "--json"], input=text,
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and res.stdout == ""
+    assert f"{tpot}{{}}: bucket count +Inf is not a finite" in res.stderr
+
+
+@pytest.mark.parametrize("path", GATEWAY_EXPOSITIONS, ids=lambda p: p.name)
+def test_every_gateway_capture_is_summarised(path):
+    text = path.read_text()
+    out = inspect_text(text)
+    assert out["samples"] == sum(len(f.samples) for f in text_string_to_metric_families(text)) > 100
+    if "engine_metrics" in path.name:  # the workers' merge: the real SGLang exposition once per worker
+        assert [w["role"] for w in out["workers"]] in (["server", "server"], ["prefill", "decode"])
+        assert "gateway" not in out
+    else:  # the gateway's own listener: no SGLang family, a gateway summary
+        assert all(v is None for v in out["latency"].values())
+        assert out["gateway"]["workers"] == 2 and out["gateway"]["requests_total"] > 20
+
+
+def test_gateway_engine_metrics_count_a_pd_request_once_and_both_mixed_workers():
+    # Each worker serves the real exposition: 200 TTFT observations and 196 requests per worker.
+    pd = inspect_text((GATEWAY_FIXTURES / "smg_1.13.0_pd_engine_metrics.txt").read_text())
+    assert pd["latency"]["ttft"]["count"] == 200 and pd["counters"]["requests_total"] == 196  # decode only
+    assert pd["gauges"]["num_running_reqs"] == 2 * 13  # load: every worker
+    for name in ("smg_1.13.0_regular_engine_metrics.txt", "sglang_router_0.3.2_regular_engine_metrics.txt"):
+        mixed = inspect_text((GATEWAY_FIXTURES / name).read_text())
+        assert mixed["latency"]["ttft"]["count"] == 400 and mixed["counters"]["requests_total"] == 392

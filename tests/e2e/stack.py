@@ -1,6 +1,6 @@
 """The real paging stack for end-to-end tests, all on 127.0.0.1, all stopped on teardown.
 
-emulated SGLang (mixed + PD pair, writing request logs) -> real sglang-router in front of the PD pair
+emulated SGLang (mixed + PD pair, writing request logs) -> real sglang-router 0.3.2 in front of the PD pair
   -> sidecar (`slo-monitor run`) and real Prometheus 2.42 with generated config + rules (time-scaled)
   -> real Alertmanager with the generated routing -> a webhook receiver in the test.
 """
@@ -24,11 +24,13 @@ from typing import Any
 import yaml
 
 from monitor.config import Config, parse_config
+from monitor.conventions import GATEWAY_SGLANG_ROUTER
 from monitor.emulate import Emulator, find_free_base_port, plan
-from monitor.emulate.router import RouterProcess, launch_router
+from monitor.emulate.router import RouterProcess, find_gateway, launch_router
 from tests.conftest import free_port
 from tests.procs import answers, stop
 
+GATEWAY = GATEWAY_SGLANG_ROUTER  # the router in front of pd-b
 TIME_SCALE = 60  # 1h window -> 60 s, 5m -> 5 s, `for: 2m` -> 2 s (see monitor/generate/options.py)
 
 BASE_CONFIG = {
@@ -168,10 +170,10 @@ def _spawn(stack: Stack, name: str, argv: list[str]) -> None:
 
 
 def start_stack(tmp: Path) -> Stack:
-    for tool in ("prometheus", "prometheus-alertmanager", "smg"):
-        if not shutil.which(tool) and not (Path(sys.executable).parent / tool).exists():
-            raise RuntimeError(f"{tool} is not installed (apt-get install prometheus prometheus-alertmanager; "
-                               "pip install sglang-router)")
+    for tool in ("prometheus", "prometheus-alertmanager"):
+        if not shutil.which(tool):
+            raise RuntimeError(f"{tool} is not installed (apt-get install prometheus prometheus-alertmanager)")
+    gateway = find_gateway(GATEWAY)  # says what is missing and how to install it
     base_cfg = parse_config(BASE_CONFIG)
     base_port = find_free_base_port(plan(base_cfg, 0).port_count)
     emulator = EmulatorThread(base_cfg, base_port, tmp / "request-logs")
@@ -181,7 +183,8 @@ def start_stack(tmp: Path) -> Stack:
         local = emulator.emulator.localized_config()  # + request-log targets for mixed and decode servers
         local = local.model_copy(update={"deployments": [
             d.model_copy(update={"goodput_objective": GOODPUT_OBJECTIVE.get(d.name)}) for d in local.deployments]})
-        stack.router = launch_router(emulator.emulator.layout.deployment("pd-b"), log_path=tmp / "router.log")
+        stack.router = launch_router(emulator.emulator.layout.deployment("pd-b"), log_path=tmp / "router.log",
+                                     gateway=gateway)
         side_port, prom_port, am_port = free_port(), free_port(), free_port()
         local = local.model_copy(update={"sidecar": local.sidecar.model_copy(update={
             "listen_port": side_port, "recording_path": str(tmp / "recording.sqlite")})})

@@ -196,6 +196,7 @@ def test_router_engine_metrics_renaming_or_500_gets_a_clear_status(stack):
     import aiohttp
 
     from monitor.config import parse_config
+    from monitor.observations import Observations
     from monitor.scrape.loop import Scraper
 
     url = f"{stack.router.url}/engine_metrics"
@@ -206,14 +207,14 @@ def test_router_engine_metrics_renaming_or_500_gets_a_clear_status(stack):
         body, code = err.read().decode(), err.code
     cfg = parse_config({"deployments": [{"name": "via-router", "tpot_target_seconds": 0.04, "targets": [
         {"role": "decode", "source": "router-engine-metrics", "url": url}]}]})
-    scraper = Scraper(cfg)
+    scraper = Scraper(cfg, Observations(cfg))
 
     async def go():
         async with aiohttp.ClientSession() as s:
             await scraper.cycle(s)
 
     asyncio.run(go())
-    st = next(iter(scraper.statuses.values()))
+    st = next(iter(scraper.sink.statuses.values()))
     if code == 200:
         assert "sglang_" in body and "sglang:" not in body.replace("# HELP sglang:", "").replace("# TYPE sglang:", "")
         assert st.up and st.samples > 0  # the renamed names were understood

@@ -16,10 +16,8 @@ from monitor.export.otlp_points import points_from_families, points_from_status,
 from monitor.export.prometheus import families_from_status
 from monitor.sidecar import Sidecar
 from monitor.telemetry.export import telemetry_families
-from tests.conftest import REAL_FIXTURES, serve_routes
+from tests.conftest import npu_exporter_documented, serve_routes
 from tests.slo.helpers import exposition
-
-NPU_SAMPLE = REAL_FIXTURES / "npu_exporter_sample.txt"
 
 
 class Clock:
@@ -79,7 +77,7 @@ async def _sidecar(real_text: str, npu_text: str) -> tuple[Sidecar, web.AppRunne
 def _accelerators(sc: Sidecar):
     def families():
         grouped = defaultdict(list)
-        for (dep, _target), result in sc.scraper.telemetry.items():
+        for (dep, _target), result in sc.observations.telemetry.items():
             grouped[dep].append(result)
         return telemetry_families(grouped)
 
@@ -119,9 +117,7 @@ def test_unit_is_set_only_where_the_name_carries_it():
 
 
 def test_otlp_receiver_gets_the_prometheus_series(real_text):
-    if not NPU_SAMPLE.exists():
-        pytest.skip(f"{NPU_SAMPLE} is not present")
-    npu_text = NPU_SAMPLE.read_text()
+    npu_text = npu_exporter_documented()
 
     async def go():
         sc, sglang = await _sidecar(real_text, npu_text)

@@ -12,8 +12,7 @@ from monitor import conventions as c
 from monitor.conventions import canonical_name
 from monitor.escaping import yaml_text
 from monitor.generate.dashboards.common import panel_queries
-from monitor.generate.promql_names import metric_names
-from monitor.requestlog import export as request_log_export
+from monitor.promql import metric_names
 from tests.generate.conftest import FIXTURES, PROMTOOL, need, run_tool
 
 GRAFANA_VARS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
@@ -30,9 +29,8 @@ def known_metrics(files: dict[str, str]) -> set[str]:
     families = [*c.SLI_FAMILIES.values(), c.KV_TRANSFER_LATENCY, *c.ROUTER_FAMILIES]
     names |= {f + s for f in families for s in ("", "_bucket", "_sum", "_count")}
     names |= {*c.COUNTERS.values(), *c.GAUGES.values()}
-    names |= {v for k, v in vars(c).items() if k.startswith("M_") and isinstance(v, str)}
-    # The request-log families (counters are exposed with `_total`).
-    names |= {v + s for k, v in vars(request_log_export).items() if k.startswith("M_") for s in ("", "_total")}
+    # Everything the sidecar exports (counters are exposed with `_total`).
+    names |= {v + s for k, v in vars(c).items() if k.startswith("M_") and isinstance(v, str) for s in ("", "_total")}
     for rel, text in files.items():
         if rel.startswith("alerts/rules/"):
             names |= {r["record"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "record" in r}

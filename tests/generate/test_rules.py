@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import yaml
 
+from monitor import conventions as names
 from monitor.conventions import RULE_WINDOWS
-from monitor.generate import names
 from monitor.generate.rules import burn_factor
 
 
@@ -101,7 +101,7 @@ def test_time_scale_shrinks_windows_but_keeps_names(scaled_dir):
 def test_every_rule_reads_recordings_of_its_own_group_made_before_it(small_files):
     """Prometheus evaluates a group's rules in order at one timestamp; another group's recordings can be an
     evaluation interval old. So an alert never sees a burn rate older than the error ratio it comes from."""
-    from monitor.generate.promql_names import metric_names
+    from monitor.promql import metric_names
 
     groups = [g for rel, text in small_files.items() if rel.startswith("alerts/rules/")
               for g in yaml.safe_load(text)["groups"]]

@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
+from monitor import conventions as names
 from monitor.config import parse_config
 from monitor.conventions import DEFAULT_BUCKETS, SLI_FAMILIES
-from monitor.generate import names
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.writer import write

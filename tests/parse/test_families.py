@@ -7,7 +7,7 @@ import math
 import pytest
 
 from monitor.parse.exposition import parse
-from monitor.parse.families import HistogramError, group_histograms
+from monitor.parse.families import HistogramError, group_histograms, histogram_warnings
 from tests.conftest import DOCS_SAMPLE, ROUTER_ENGINE
 
 
@@ -50,3 +50,35 @@ def test_nan_count_is_rejected():
     text = 'h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 1\nh_count NaN\nh_sum 1\n'
     with pytest.raises(HistogramError, match="NaN"):
         group_histograms(parse(text).selected, "h")
+
+
+def test_nan_bucket_edge_is_rejected_naming_the_family():
+    # NaN != NaN: accepted, such an edge made every scrape look like a counter reset (phantom events).
+    text = 'h_bucket{le="1"} 1\nh_bucket{le="NaN"} 1\nh_bucket{le="+Inf"} 1\nh_count 1\nh_sum 1\n'
+    with pytest.raises(HistogramError, match=r'^h_bucket.*le="NaN" is not a bucket edge'):
+        group_histograms(parse(text).selected, "h")
+
+
+@pytest.mark.parametrize("bucket, count", [("+Inf", "1"), ("1", "+Inf"), ("-Inf", "1"), ("1", "-Inf")])
+def test_non_finite_bucket_values_and_counts_are_rejected(bucket, count):
+    text = f'h_bucket{{le="1"}} 0\nh_bucket{{le="+Inf"}} {bucket}\nh_count {count}\nh_sum 1\n'
+    with pytest.raises(HistogramError, match=r"^h\{\}: (bucket count|_count) [+-]Inf is not a finite"):
+        group_histograms(parse(text).selected, "h")
+
+
+def test_a_consistent_histogram_has_no_warnings():
+    text = 'h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_count 2\nh_sum 1.5\n'
+    (h,) = group_histograms(parse(text).selected, "h")
+    assert histogram_warnings(h) == []
+
+
+@pytest.mark.parametrize("tail, expected", [
+    ("h_count 3\nh_sum 1.5\n", "_count 3 disagrees with the +Inf bucket 2"),
+    ("h_count 2\n", "no _sum: no mean reported"),
+    ("h_count 2\nh_sum NaN\n", "_sum is NaN: no mean reported"),
+    ("h_count 2\nh_sum +Inf\n", "_sum is +Inf: no mean reported"),
+])
+def test_count_off_the_inf_bucket_or_a_missing_sum_is_flagged(tail, expected):
+    (h,) = group_histograms(parse('h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\n' + tail).selected, "h")
+    (warning,) = histogram_warnings(h)
+    assert warning.startswith("h{}: ") and expected in warning

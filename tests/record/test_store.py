@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -125,3 +127,210 @@ def test_retention_drops_old_rows_and_bad_files_are_refused(tmp_path):
     (tmp_path / "junk.sqlite").write_text("not sqlite at all" * 100)
     with pytest.raises(RecordingError):
         Recording(tmp_path / "junk.sqlite")
+
+
+# --- damaged recordings: one clear line naming the file and what to do; --recording-reset -------
+
+def _good_recording(path, deployment="d", ticks=40, start=None):
+    """A recording as the sidecar writes it (snapshot, state row, book), `ticks` 15 s apart."""
+    from monitor.slo.accumulate import HistAccumulator, SeriesBook
+    from monitor.slo.histogram import Hist
+    from monitor.slo.windows import Snapshot
+
+    start = time.time() - 15 * ticks if start is None else start
+    rec = Recording(path)
+    for i in range(ticks):
+        h = Hist((0.04, float("inf")), (float(i), float(2 * i)), 0.05 * i, float(2 * i))
+        book = SeriesBook()
+        book.hists[("server@x", "sglang:request_time_per_output_token_seconds", ())] = HistAccumulator(h)
+        rec.write_tick([(deployment, Snapshot(start + 15 * i, {"tpot": h}, {"requests_total": float(i)}),
+                         {"slis": {}, "pad": "x" * 2000}, book)], retain_seconds=1e9)
+    rec.close()
+    return path
+
+
+def _damage(kind: str, tmp_path):
+    """A recording path damaged in one of the ways of issue 19 item 7; returns the path."""
+    from monitor.slo.accumulate import SeriesBook
+    from monitor.slo.histogram import Hist
+    from monitor.slo.windows import Snapshot
+
+    path = tmp_path / "rec.sqlite"
+    if kind == "directory":
+        path.mkdir()
+        return path
+    if kind == "junk":
+        path.write_bytes(b"this is not a database " * 300)
+        return path
+    if kind == "empty-main-with-wal":
+        # The main file lost (or copied without) while the -wal of a running sidecar is there.
+        src = Recording(tmp_path / "running.sqlite", checkpoint_seconds=1e9)
+        h = Hist((float("inf"),), (1.0,), 1.0, 1.0)
+        for t in range(10):
+            src.write_tick([("d", Snapshot(float(t), {"tpot": h}, {}), None, SeriesBook())], retain_seconds=1e9)
+        shutil.copy(tmp_path / "running.sqlite-wal", tmp_path / "rec.sqlite-wal")
+        src.close()
+        path.write_bytes(b"")
+        assert os.path.getsize(tmp_path / "rec.sqlite-wal") > 0
+        return path
+    _good_recording(path)
+    if kind == "truncated":
+        with open(path, "r+b") as fh:
+            fh.truncate(os.path.getsize(path) * 2 // 3)
+    elif kind == "bad-json-book":
+        db = sqlite3.connect(path)
+        db.execute("UPDATE books SET book = '{\"hists\": [[\"x\"' WHERE deployment = 'd'")
+        db.commit()
+        db.close()
+    elif kind == "snapshot-missing-field":
+        db = sqlite3.connect(path)
+        db.execute("UPDATE snapshots SET snapshot = json_remove(snapshot, '$.hists') "
+                   "WHERE ts = (SELECT MAX(ts) FROM snapshots)")
+        db.commit()
+        db.close()
+    else:
+        raise AssertionError(kind)
+    return path
+
+
+DAMAGE = {
+    "directory": "is a directory",
+    "junk": "not a recording",
+    "truncated": "damaged",
+    "bad-json-book": "table books",
+    "snapshot-missing-field": "table snapshots",
+    "empty-main-with-wal": "-wal",
+}
+
+
+def _run_sidecar(path, *extra, timeout=60, log_level="INFO"):
+    """`slo-monitor run` on a config recording to `path`; returns (rc, stderr) once it served or failed."""
+    cfg = path.parent / "cfg.yaml"
+    cfg.write_text(f"sidecar: {{recording_path: '{path}', listen_port: 0}}\n"
+                   "deployments:\n  - name: d\n    tpot_target_seconds: 0.04\n    targets: []\n")
+    proc = subprocess.Popen([sys.executable, "-m", "monitor", "--log-level", log_level, "run", "-c", str(cfg), *extra],
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "serving /metrics" in line:
+                proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        lines.append(proc.stderr.read())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, "".join(lines)
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_a_damaged_recording_refuses_to_start_with_one_line_naming_the_file_and_the_flag(kind, tmp_path):
+    path = _damage(kind, tmp_path)
+    rc, err = _run_sidecar(path)
+    assert rc == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert str(path) in err and DAMAGE[kind] in err
+    if kind == "directory":
+        assert "recording_path" in err  # a config mistake: nothing to move aside
+    else:
+        assert "--recording-reset" in err
+    assert path.exists()  # refused, nothing moved
+
+
+@pytest.mark.parametrize("kind", sorted(set(DAMAGE) - {"directory"}))
+def test_recording_reset_moves_the_damaged_file_aside_and_starts_fresh(kind, tmp_path):
+    path = _damage(kind, tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("rec.sqlite*")}
+    rc, err = _run_sidecar(path, "--recording-reset")
+    assert rc == 0 and "serving /metrics" in err and "Traceback" not in err, err
+    moved = sorted(p.name for p in tmp_path.glob("rec.sqlite.corrupt-*"))
+    assert moved and all(name.startswith("rec.sqlite.corrupt-") for name in moved)
+    main = next(p for p in tmp_path.glob("rec.sqlite.corrupt-*") if not p.name.endswith(("-wal", "-shm")))
+    assert main.read_bytes() == before["rec.sqlite"]  # kept as it was, for a post-mortem
+    warning = next(line for line in err.splitlines() if "moved" in line)
+    assert "WARNING" in warning and str(path) in warning and main.name in warning
+    rec = Recording(path, readonly=True)
+    assert rec.deployments() == []  # a fresh recording
+    rec.close()
+
+
+def test_a_damaged_row_read_by_analyze_is_one_line_too(tmp_path):
+    path = _damage("snapshot-missing-field", tmp_path)
+    rec = Recording(path, readonly=True)
+    with pytest.raises(RecordingError, match=rf"^{path}: .*table snapshots"):
+        list(rec.snapshots("d"))
+    rec.close()
+    res = subprocess.run([sys.executable, "-m", "monitor", "analyze", "--deployment", "d", "--recording", str(path),
+                          "--from=-1h", "--to=now", "-o", str(tmp_path / "out")], capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and str(path) in res.stderr, res.stderr
+
+
+def test_a_sound_recording_still_restores_with_reset_given(tmp_path):
+    path = _good_recording(tmp_path / "rec.sqlite")
+    rc, err = _run_sidecar(path, "--recording-reset")
+    assert rc == 0 and "restored 40 recorded snapshots of d" in err, err
+    assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+def test_the_wal_is_checkpointed_regularly_and_truncated(tmp_path):
+    from monitor.slo.accumulate import SeriesBook
+    from monitor.slo.histogram import Hist
+    from monitor.slo.windows import Snapshot
+
+    h = Hist((0.04, float("inf")), (1.0, 2.0), 0.1, 2.0)
+
+    def wal_sizes(checkpoint_seconds):
+        path = tmp_path / f"rec-{checkpoint_seconds}.sqlite"
+        rec = Recording(path, checkpoint_seconds=checkpoint_seconds)
+        reader = Recording(path, readonly=True)  # e.g. `analyze` reading while the sidecar writes
+        sizes = []
+        for i in range(30):
+            list(reader.snapshots("d"))
+            rec.write_tick([("d", Snapshot(float(i), {"tpot": h}, {}), {"pad": "x" * 20_000}, SeriesBook())],
+                           retain_seconds=1e9)
+            sizes.append(os.path.getsize(str(path) + "-wal"))
+        reader.close()
+        rec.close()
+        return sizes, path
+
+    never, _ = wal_sizes(1e9)
+    assert never[-1] > 500_000  # without checkpoints the WAL keeps every tick
+    every, path = wal_sizes(0.0)
+    assert max(every) == 0  # each tick checkpointed into the main file and the WAL truncated
+    rec = Recording(path, readonly=True)
+    assert len(list(rec.snapshots("d"))) == 30
+    rec.close()
+
+
+def test_a_failing_write_is_logged_and_the_sidecar_keeps_going(tmp_path, caplog):
+    async def go():
+        state = {"good": 5, "bad": 0}
+        runner, port = await _server(state)
+        try:
+            sc = Sidecar(_config(port, tmp_path / "rec.sqlite"), clock=Clock(1000.0))
+
+            def disk_full(*args, **kwargs):
+                raise sqlite3.OperationalError("database or disk is full")
+
+            real = sc.recording.write_tick
+            sc.recording.write_tick = disk_full
+            await sc.run(once=True)
+            await sc.run(once=True)
+            sc.recording.write_tick = real
+            sc.clock.t = 1100.0
+            await sc.run(once=True)
+            await sc.close()
+        finally:
+            await runner.cleanup()
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(go())
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "rec.sqlite" in errors[0].getMessage() and "disk is full" in errors[0].getMessage()
+    assert any("writing again" in r.getMessage() for r in caplog.records)

@@ -141,37 +141,16 @@ def test_request_rate_over_five_minutes():
     assert math.isclose(eng.state(100).rates["requests_total"], 0.5)
 
 
-def test_a_merged_engine_metrics_target_feeds_request_slis_without_its_prefill_workers():
-    """A router's /engine_metrics merges prefill and decode workers: only the decode series are requests."""
-    cfg = parse_config({"deployments": [{"name": "d", "mode": "pd-disaggregated", "tpot_target_seconds": 0.04,
-                                         "targets": [{"role": "router", "source": "router-engine-metrics",
-                                                      "url": "http://r:1/engine_metrics"}]}]})
-    dep = cfg.deployments[0]
-    eng = DeploymentEngine(dep)
-
-    def merged(n_decode: int, n_prefill: int) -> str:
-        decode = exposition(tpot=[0.03] * n_decode, engine="decode", requests=n_decode)
-        prefill = exposition(tpot=[0.5] * n_prefill, engine="prefill", requests=n_prefill)
-        return decode + "\n".join(ln for ln in prefill.splitlines() if not ln.startswith("#")) + "\n"
-
-    feed(eng, dep.targets[0], 0, merged(0, 0))
-    feed(eng, dep.targets[0], 60, merged(10, 10))
+def test_a_pd_prefill_server_feeds_no_request_number():
+    """Its E2E covers its part only and its requests are the decode server's too (SLI_ROLES)."""
+    eng, (prefill, decode) = make(mode="pd-disaggregated", roles=("prefill", "decode"))
+    for t, n in ((0, 0), (60, 10)):
+        eng.observe(prefill, parse(exposition(tpot=[0.5] * n, engine="prefill", requests=n), W))
+        eng.observe(decode, parse(exposition(tpot=[0.03] * n, engine="decode", requests=n), W))
+        eng.snapshot(t)
     state = eng.state(60)
     assert state.slis["tpot"].windows["5m"].events == 10 and state.slis["tpot"].windows["5m"].good_ratio == 1.0
-    assert state.rates["requests_total"] == 10 / 60
-
-
-def test_direct_server_scrapes_win_over_a_router_engine_metrics_target():
-    cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
-        {"role": "server", "url": "http://s:1/metrics"},
-        {"role": "server", "source": "router-engine-metrics", "url": "http://r:1/engine_metrics"}]}]})
-    dep = cfg.deployments[0]
-    eng = DeploymentEngine(dep)
-    for t, n in ((0, 0), (60, 10)):
-        for target in dep.targets:  # the router's merge repeats the server's series
-            eng.observe(target, parse(exposition(tpot=[0.03] * n), W))
-        eng.snapshot(t)
-    assert eng.state(60).slis["tpot"].windows["5m"].events == 10  # counted once
+    assert math.isclose(state.rates["requests_total"], 10 / 60)
 
 
 def test_a_counter_born_inside_the_window_has_a_rate_from_its_first_sighting():
@@ -205,3 +184,50 @@ def test_a_series_new_on_a_scraped_target_counts_from_zero():
     feed(eng, srv, 60, both)  # the non-streaming series appears with its first 4 requests
     w = eng.state(60).slis["tpot"].windows["5m"]
     assert w.events == 4 and w.good_ratio == 0.0
+
+
+def test_a_rejected_family_leaves_every_family_of_the_scrape_unapplied():
+    """The scrape is rejected whole: a good TTFT histogram read before a bad TPOT one must not count."""
+    from monitor.parse.families import HistogramError
+
+    eng, (srv,) = make(ttft=1.0)
+    feed(eng, srv, 0, exposition(tpot=[0.03] * 10, ttft=[0.5] * 10))
+    count = 'sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="true",model_name="m"}'
+    bad = exposition(tpot=[0.03] * 10, ttft=[0.5] * 50).replace(f"{count} 10.0", f"{count} NaN")
+    assert "NaN" in bad
+    with pytest.raises(HistogramError):
+        eng.observe(srv, parse(bad, W))
+    eng.snapshot(60)
+    assert eng.state(60).slis["ttft"].windows["5m"].events == 0
+
+
+def _drop_sum(text: str, family: str = "sglang:request_time_per_output_token_seconds") -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith(family + "_sum")) + "\n"
+
+
+def test_missing_sum_flags_the_target_and_reports_no_mean_even_merged_with_a_good_server():
+    eng, (d1, d2) = make(roles=("server", "server"))
+    for t, n in ((0, 1), (60, 2)):
+        eng.observe(d1, parse(exposition(tpot=[0.03] * 10 * n), W))
+        eng.observe(d2, parse(_drop_sum(exposition(tpot=[0.03] * 10 * n)), W))
+        eng.snapshot(t)
+    w = eng.state(60).slis["tpot"].windows["5m"]
+    assert w.events == 20 and w.mean is None  # not 0.015 s (the good server's sum over both counts)
+    assert eng.warnings[d1.id] == []
+    (warning,) = eng.warnings[d2.id]
+    assert "sglang:request_time_per_output_token_seconds" in warning and "no _sum" in warning
+
+
+def test_count_disagreeing_with_the_inf_bucket_flags_the_target():
+    eng, (srv,) = make()
+    text = exposition(tpot=[0.03] * 10).replace(
+        'sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="true",model_name="m"} 10.0',
+        'sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="true",model_name="m"} 12.0')
+    eng.observe(srv, parse(text, W))
+    assert any("_count 12 disagrees with the +Inf bucket 10" in w for w in eng.warnings[srv.id])
+
+
+def test_a_non_finite_counter_is_skipped_and_flagged():
+    eng, (srv,) = make()
+    eng.observe(srv, parse(exposition(requests=float("nan")), W))
+    assert any("sglang:num_requests_total" in w and "NaN" in w for w in eng.warnings[srv.id])

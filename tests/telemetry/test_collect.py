@@ -242,3 +242,31 @@ def test_nvml_unavailable_is_down(monkeypatch):
 def test_non_telemetry_source_is_down_not_a_crash():
     res = run(collect(Target(role="server", url="http://127.0.0.1:1/metrics"), timeout=1))
     assert not res.up and "not an accelerator telemetry source" in res.error
+
+
+def test_an_exporter_redirecting_to_another_host_is_down_and_that_host_never_asked():
+    hits = []
+
+    async def other(request):
+        hits.append(request.path)
+        return web.Response(text="DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"} 40\n")
+
+    async def main():
+        other_runner, other_base = await serve_routes({"/metrics": other})
+        try:
+            async def away(request):
+                return web.Response(status=302, headers={"Location": f"{other_base}/metrics"})
+
+            runner, base = await serve_routes({"/metrics": away})
+            try:
+                return [await collect(Target(role="gpu", url=f"{base}/metrics", follow_redirects=follow), timeout=5)
+                        for follow in (False, True)]
+            finally:
+                await runner.cleanup()
+        finally:
+            await other_runner.cleanup()
+
+    plain, following = run(main())
+    assert not plain.up and "not followed" in plain.error
+    assert not following.up and "redirect to another host or port" in following.error
+    assert hits == []

@@ -2,16 +2,17 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.parse.exposition import ParseError
 from monitor.telemetry.dcgm import parse_dcgm
 from monitor.telemetry.model import MIB
 from monitor.telemetry.npu_exporter import parse_npu_exporter
-from monitor.telemetry.promtext import ExpositionError
 from tests.conftest import REAL_FIXTURES as REAL
+from tests.conftest import npu_exporter_documented
 
 from .conftest import TELEMETRY
 
 DCGM = (REAL / "dcgm_exporter_sample.txt").read_text()
-NPU_DOC = (REAL / "npu_exporter_sample.txt").read_text()
+NPU_DOC = npu_exporter_documented()
 NPU_A3 = (TELEMETRY / "npu_exporter_a3_synthetic.txt").read_text()
 
 
@@ -76,5 +77,5 @@ def test_dcgm_mig_instances_are_chips():
 
 @pytest.mark.parametrize("parse", [lambda t: parse_dcgm(t), lambda t: parse_npu_exporter(t, "n")])
 def test_not_prometheus_text_is_an_error(parse):
-    with pytest.raises(ExpositionError):
+    with pytest.raises(ParseError):
         parse("<html>502 Bad Gateway</html>\n{{{ not metrics")

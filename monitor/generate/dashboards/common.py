@@ -20,7 +20,7 @@ from grafanalib.core import (
 )
 
 from monitor.conventions import ENGINE_ROLES, ENGINE_TYPE_LABEL, PREFILL_ENGINE_TYPE, REQUEST_ROLES
-from monitor.generate.promql_names import metric_names
+from monitor.promql import metric_names
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Config
 from monitor.conventions import (
+    COUNTERS,
     GAUGES,
+    GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
+    LOG_FINISHED_TOTAL,
+    M_DISAGREEMENT,
+    M_GOODPUT_RATIO,
+    M_MISSED,
     QUANTILES,
     RULE_WINDOWS,
     SLI_FAMILIES,
 )
-from monitor.generate import names
 from monitor.generate.dashboards.common import (
     ENGINE,
     RATE,
@@ -27,13 +33,6 @@ from monitor.generate.dashboards.common import (
     timeseries,
 )
 from monitor.generate.plan import SLI_LONG, SLI_TITLES
-from monitor.requestlog.export import (
-    GOODPUT_REQUESTS_TOTAL,
-    LOG_FINISHED_TOTAL,
-    M_DISAGREEMENT,
-    M_GOODPUT_RATIO,
-    M_MISSED,
-)
 
 
 def per_dp(metric: str) -> str:
@@ -69,11 +68,11 @@ def slo_panels() -> list[tuple[Any, int, int]]:
                       [(f"1 - {names.sli_error('5m')}{sel}", "5m {{sli}}"),
                        (f"1 - {names.sli_error('1h')}{sel}", "1h {{sli}}"),
                        (f"{names.OBJECTIVE}{sel}", "objective {{sli}}")], unit="percentunit")
-    burns = timeseries("Burn rates (all windows)", "Error ratio / error budget for each window; page thresholds "
-                       "14.4 (1h & 5m) and 6 (6h & 30m), ticket 3 (1d & 2h) and 1 (3d & 6h).",
+    burns = timeseries("Burn rates (all windows)", "Error ratio / error budget for each window; thresholds for a 30d "
+                       f"period (others scale them): {names.burn_thresholds_text()}.",
                        [(f"{names.burn_rate(w)}{sel}", f"{w} {{{{sli}}}}") for w in RULE_WINDOWS],
                        thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
-                                   {"color": "red", "value": 14.4}])
+                                   {"color": "red", "value": names.PAGE_BURN_RATE}])
     budget = stat("Error budget left", "Budget remaining over the SLO period, per SLI.",
                   [(f"{names.BUDGET_REMAINING}{sel}", "{{sli}}")], unit="percentunit",
                   thresholds=[{"color": "red", "value": None}, {"color": "orange", "value": 0.25},
@@ -97,21 +96,21 @@ def load_panels() -> list[tuple[Any, int, int]]:
         (timeseries("Prefix cache hit rate", "Last prefill batch's hit rate per scheduler, and the windowed rate "
                     "from cached tokens over prompt tokens.",
                     [(f"max by (role, instance) ({g['cache_hit_rate']}{{{ENGINE}}})", "batch {{role}} {{instance}}"),
-                     (f"sum(rate(sglang:cached_tokens_total{{{REQUESTS}}}[{RATE}])) / "
-                      f"sum(rate(sglang:prompt_tokens_total{{{REQUESTS}}}[{RATE}]))", "windowed")],
+                     (f"sum(rate({COUNTERS['cached_tokens_total']}{{{REQUESTS}}}[{RATE}])) / "
+                      f"sum(rate({COUNTERS['prompt_tokens_total']}{{{REQUESTS}}}[{RATE}]))", "windowed")],
                     unit="percentunit"), 12, 8),
         (timeseries("Throughput", "Generated tokens/s (scheduler gauge summed over DP ranks) and token counters.",
                     [(per_dp(g["gen_throughput"]), "gen {{role}} dp{{dp_rank}}"),
-                     (f"sum(rate(sglang:generation_tokens_total{{{REQUESTS}}}[{RATE}]))", "output tokens/s"),
-                     (f"sum(rate(sglang:prompt_tokens_total{{{REQUESTS}}}[{RATE}]))", "prompt tokens/s"),
-                     (f"sum(rate(sglang:num_requests_total{{{REQUESTS}}}[{RATE}]))", "requests/s")]), 12, 8),
+                     (f"sum(rate({COUNTERS['generation_tokens_total']}{{{REQUESTS}}}[{RATE}]))", "output tokens/s"),
+                     (f"sum(rate({COUNTERS['prompt_tokens_total']}{{{REQUESTS}}}[{RATE}]))", "prompt tokens/s"),
+                     (f"sum(rate({COUNTERS['requests_total']}{{{REQUESTS}}}[{RATE}]))", "requests/s")]), 12, 8),
         (timeseries("Speculative decoding accept length", "Accepted tokens per verify step (max per scheduler).",
                     [(f"max by (role, instance, dp_rank) ({g['spec_accept_length']}{{{ENGINE}}})",
                       "{{role}} {{instance}} dp{{dp_rank}}")]), 12, 8),
         (timeseries("Aborted and retracted requests", "Requests aborted (client disconnects, errors) and "
                     "retracted (KV pressure) per second.",
-                    [(f"sum(rate(sglang:num_aborted_requests_total{{{REQUESTS}}}[{RATE}]))", "aborted"),
-                     (f"sum(rate(sglang:num_retracted_requests_total{{{ENGINE}}}[{RATE}]))", "retracted")],
+                    [(f"sum(rate({COUNTERS['aborted_requests_total']}{{{REQUESTS}}}[{RATE}]))", "aborted"),
+                     (f"sum(rate({COUNTERS['retracted_total']}{{{ENGINE}}}[{RATE}]))", "retracted")],
                     unit="reqps"), 12, 8),
     ]
 
@@ -128,8 +127,8 @@ def pd_panels() -> list[tuple[Any, int, int]]:
                     "transfers/bootstraps per second.",
                     [(f"histogram_quantile(0.99, sum by (le) (rate({KV_TRANSFER_LATENCY}_bucket{{{D}}}[{RATE}])))",
                       "p99 transfer ms"),
-                     (f"sum(rate(sglang:num_transfer_failed_reqs_total{{{D}}}[{RATE}]))", "transfer failed/s"),
-                     (f"sum(rate(sglang:num_bootstrap_failed_reqs_total{{{D}}}[{RATE}]))", "bootstrap failed/s")]),
+                     (f"sum(rate({COUNTERS['transfer_failed_total']}{{{D}}}[{RATE}]))", "transfer failed/s"),
+                     (f"sum(rate({COUNTERS['bootstrap_failed_total']}{{{D}}}[{RATE}]))", "bootstrap failed/s")]),
          12, 8),
     ]
 

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor import conventions as names
 from monitor.config import Config
-from monitor.conventions import GAUGES, SLI_FAMILIES
-from monitor.generate import names
+from monitor.conventions import COUNTERS, GAUGES, M_ACCEL_TEMPERATURE, M_ACCEL_UTILIZATION, SLI_FAMILIES
 from monitor.generate.dashboards.common import DS, ENGINE, RATE, REQUESTS, D, dashboard, query_var, timeseries
 
 
 def build(config: Config) -> dict[str, Any]:
     breach = timeseries("Burn rate 5m / 1h (breach windows shaded by alerts)", "Short and long burn rates; a "
-                        "page needs both above 14.4 (or 6h and 30m above 6).",
+                        f"page needs both above {names.PAGE_BURN_RATE:g} (or 6h and 30m above "
+                        f"{names.PAGE_BURN_RATE_SLOW:g}).",
                         [(f"{names.burn_rate('5m')}{{{D}}}", "5m {{sli}}"),
                          (f"{names.burn_rate('1h')}{{{D}}}", "1h {{sli}}")],
-                        thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 14.4}])
+                        thresholds=[{"color": "green", "value": None}, {"color": "red", "value": names.PAGE_BURN_RATE}])
     p99 = [(f"histogram_quantile(0.99, sum by (le) (rate({SLI_FAMILIES[s]}_bucket{{{REQUESTS}}}[{RATE}])))",
             f"p99 {s}") for s in ("ttft", "tpot")]
     comoving = [
@@ -28,22 +29,22 @@ def build(config: Config) -> dict[str, Any]:
                     [(f"max by (role) ({GAUGES['token_usage']}{{{ENGINE}}})", "{{role}}")], unit="percentunit"),
          12, 7),
         (timeseries("Throughput", "Output tokens per second and generation throughput gauge.",
-                    [(f"sum(rate(sglang:generation_tokens_total{{{REQUESTS}}}[{RATE}]))", "output tokens/s"),
+                    [(f"sum(rate({COUNTERS['generation_tokens_total']}{{{REQUESTS}}}[{RATE}]))", "output tokens/s"),
                      (f'sum(max by (instance, dp_rank) ({GAUGES["gen_throughput"]}{{{ENGINE}}}))', "gen_throughput")]),
          12, 7),
         (timeseries("Aborts, retractions, PD failures", "Per-second rates of requests that failed or were pushed "
                     "back.",
-                    [(f"sum(rate(sglang:num_aborted_requests_total{{{REQUESTS}}}[{RATE}]))", "aborted"),
-                     (f"sum(rate(sglang:num_retracted_requests_total{{{ENGINE}}}[{RATE}]))", "retracted"),
-                     (f"sum(rate(sglang:num_transfer_failed_reqs_total{{{D}}}[{RATE}]))", "KV transfer failed")]),
+                    [(f"sum(rate({COUNTERS['aborted_requests_total']}{{{REQUESTS}}}[{RATE}]))", "aborted"),
+                     (f"sum(rate({COUNTERS['retracted_total']}{{{ENGINE}}}[{RATE}]))", "retracted"),
+                     (f"sum(rate({COUNTERS['transfer_failed_total']}{{{D}}}[{RATE}]))", "KV transfer failed")]),
          12, 7),
         (timeseries("Targets up and router errors", "Scrape health per role and router 5xx responses per second.",
                     [(f"sum by (role) (up{{{D}}})", "up {{role}}"),
                      (f'sum(rate(smg_http_responses_total{{{D},status_code=~"5.."}}[{RATE}]))', "router 5xx/s")]),
          12, 7),
         (timeseries("Accelerators", "Max utilization and temperature across the deployment's devices.",
-                    [(f"max(accelerator_utilization_ratio{{{D}}})", "max utilization"),
-                     (f"max(accelerator_temperature_celsius{{{D}}}) / 100", "max temperature / 100 C")]), 12, 7),
+                    [(f"max({M_ACCEL_UTILIZATION}{{{D}}})", "max utilization"),
+                     (f"max({M_ACCEL_TEMPERATURE}{{{D}}}) / 100", "max temperature / 100 C")]), 12, 7),
         (timeseries("Spec accept length", "Speculative decoding accept length (max per role).",
                     [(f"max by (role) ({GAUGES['spec_accept_length']}{{{ENGINE}}})", "{{role}}")]), 12, 7),
     ]

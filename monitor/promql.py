@@ -1,9 +1,19 @@
-"""PromQL templates. Everything that turns a plan into an expression string lives here."""
+"""PromQL text: the one builder (selectors and the SLO expression templates) and the reader of the
+metric names an expression selects. Rules, promtool tests, dashboards and the analyzer build every
+selector here, so every label value passes `monitor.escaping` and a malformed matcher cannot be emitted.
+"""
 
 from __future__ import annotations
 
+import re
+
 from monitor.escaping import matchers, promql_string
-from monitor.generate.options import format_number
+
+
+def format_number(value: float) -> str:
+    """A float as short, exact-enough text for PromQL and annotations (0.04, 1, 14.4)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def selector(metric: str, eq: dict[str, str], regex: dict[str, str] | None = None,
@@ -54,3 +64,35 @@ def per_rank_total(metric: str, eq: dict[str, str], regex: dict[str, str]) -> st
     """
     sel = selector(metric, {**eq, "priority": ""}, regex)
     return f"sum by (deployment, role) (max by (deployment, role, instance, dp_rank) ({sel}))"
+
+
+# --- reading names back: panel descriptions and the undefined-metric guard --------------------
+_KEYWORDS = frozenset({"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
+                       "offset", "bool", "inf", "nan", "start", "end"})
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_MATCHERS = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\[\]]*\]")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_OFFSET = re.compile(r"\boffset\s+-?[0-9a-zA-Z_$]+")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_:])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_NAME_MATCHER = re.compile(r'__name__\s*=\s*"([^"]+)"')
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names selected by `expr` (functions, keywords, label names and literals excluded)."""
+    found = set(_NAME_MATCHER.findall(expr))
+    text = _STRING.sub('""', expr)
+    text = _MATCHERS.sub("", text)
+    text = _RANGE.sub("", text)
+    text = _GROUPING.sub("", text)
+    text = _OFFSET.sub("", text)
+    text = _NUMBER.sub("", text)
+    for m in _IDENT.finditer(text):
+        token = m.group()
+        if text[m.end():].lstrip().startswith("(") or token.lower() in _KEYWORDS:
+            continue
+        if m.start() > 0 and text[m.start() - 1] == "$":
+            continue  # a Grafana variable outside a string
+        found.add(token)
+    return found

@@ -3,19 +3,61 @@
 `Accept` asks for text 0.0.4 first: prometheus_client >= 0.23 answers an OpenMetrics request
 without `escaping=` by rewriting `sglang:` to `sglang_` (client_python#1177). The parser takes
 both spellings anyway, but the plain text keeps names identical to SGLang's source and docs.
+
+Redirects are not followed (Prometheus's default). A target with `follow_redirects: true` follows
+them only on its own origin (scheme, host, port): the sidecar never fetches from a host nobody
+configured, and an error shows the first bytes of a body only when it came from that origin, so
+/api/v1/status cannot be turned into a reader of other hosts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import aiohttp
+from yarl import URL
 
 ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 USER_AGENT = "sglang-slo-monitor/0.1"
 CHUNK = 64 * 1024
+MAX_REDIRECTS = 5
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+ERROR_BODY_CHARS = 200  # of a non-200 answer, shown in the target's error
+
+
+class RedirectRefused(Exception):
+    """A redirect the target's settings do not allow; the message says which and why."""
+
+
+def _origin(url: URL) -> tuple[str, str | None, int | None]:
+    return url.scheme, url.host, url.port
+
+
+async def open_response(session: aiohttp.ClientSession, url: str, *, follow_redirects: bool,
+                        **kwargs: Any) -> aiohttp.ClientResponse:
+    """GET `url`, following redirects only when allowed and only on the URL's own origin.
+
+    The caller owns the returned response (`async with`); a refused redirect raises RedirectRefused."""
+    start = current = URL(url)
+    for _ in range(MAX_REDIRECTS + 1):
+        resp = await session.get(current, allow_redirects=False, **kwargs)
+        if resp.status not in REDIRECT_STATUSES:
+            return resp
+        resp.release()
+        location = resp.headers.get("Location")
+        if not location:
+            raise RedirectRefused(f"HTTP {resp.status} without a Location header")
+        nxt = current.join(URL(location))
+        shown = str(nxt.with_query(None).with_fragment(None))[:120]
+        if not follow_redirects:
+            raise RedirectRefused(f"HTTP {resp.status}: redirect to {shown} not followed (set follow_redirects: "
+                                  "true on the target to follow redirects on its own host)")
+        if _origin(nxt) != _origin(start):
+            raise RedirectRefused(f"HTTP {resp.status}: redirect to another host or port ({shown}) not followed")
+        current = nxt
+    raise RedirectRefused(f"more than {MAX_REDIRECTS} redirects")
 
 
 class FetchResult(NamedTuple):
@@ -48,6 +90,7 @@ async def fetch(
     timeout: float,
     max_bytes: int,
     bearer_token: str | None = None,
+    follow_redirects: bool = False,
 ) -> FetchResult:
     """GET `url`. The whole exchange (connect, headers, body) must finish within `timeout`, so
     a target that trickles bytes fails like one that never answers."""
@@ -57,7 +100,7 @@ async def fetch(
         headers["Authorization"] = f"Bearer {bearer_token}"
 
     async def _go() -> FetchResult:
-        async with session.get(url, headers=headers, allow_redirects=True) as resp:
+        async with await open_response(session, url, follow_redirects=follow_redirects, headers=headers) as resp:
             ctype = resp.headers.get("Content-Type", "")
             declared = resp.content_length
             if declared is not None and declared > max_bytes:
@@ -71,7 +114,10 @@ async def fetch(
                 return _fail(f"response exceeds the limit of {max_bytes} bytes (cut)", started, resp.status,
                              max_bytes, ctype)
             if resp.status != 200:
-                snippet = body[:300].decode("utf-8", "replace").strip().replace("\n", " ")
+                # Short, one line, printable: the answer of the configured target (never another
+                # host's, see open_response), e.g. the router's reason for a 500.
+                head = body[: ERROR_BODY_CHARS * 4].decode("utf-8", "replace")
+                snippet = "".join(c if c.isprintable() else " " for c in head).strip()[:ERROR_BODY_CHARS]
                 return _fail(f"HTTP {resp.status}: {snippet}" if snippet else f"HTTP {resp.status}", started,
                              resp.status, len(body), ctype)
             try:
@@ -84,6 +130,8 @@ async def fetch(
         return await asyncio.wait_for(_go(), timeout)
     except asyncio.TimeoutError:
         return _fail(f"timed out after {timeout:g}s", started)
+    except RedirectRefused as err:
+        return _fail(str(err), started)
     except aiohttp.ClientConnectorError as err:
         return _fail(f"connection failed: {err.os_error.strerror if err.os_error else err}", started)
     except aiohttp.ClientError as err:

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from monitor.config import Deployment
-from monitor.telemetry.rules import accelerator_alert_rules
+from monitor.generate.accelerators import accelerator_groups, accelerator_rules
+from monitor.generate.options import Options
 
 PROMTOOL = "/usr/bin/promtool"
 
@@ -22,13 +23,14 @@ def deployments():
 @pytest.fixture
 def rule_file(tmp_path):
     path = tmp_path / "accel.rules.yml"
-    rules = accelerator_alert_rules(deployments(), temperature_celsius=80)
+    rules = accelerator_groups(deployments(), Options())[0]["rules"]
     path.write_text(yaml.safe_dump({"groups": [{"name": "accelerators", "rules": rules}]}, sort_keys=False))
     return path
 
 
 def test_rule_shape_and_deployments_without_accelerators_are_skipped():
-    rules = accelerator_alert_rules(deployments())
+    (group,) = accelerator_groups(deployments(), Options())
+    rules = group["rules"]
     assert len(rules) == 12
     assert {r["alert"] for r in rules} == {"AcceleratorUnhealthy", "AcceleratorHealthWarning",
                                            "AcceleratorMemoryNearlyFull", "AcceleratorTemperatureHigh",
@@ -38,7 +40,21 @@ def test_rule_shape_and_deployments_without_accelerators_are_skipped():
         assert set(r) == {"alert", "expr", "for", "labels", "annotations"} and r["for"] == "2m"
         assert r["labels"]["severity"] in {"page", "ticket"} and r["labels"]["deployment"] in r["expr"]
         assert set(r["annotations"]) == {"summary", "description", "runbook_url"}
-    assert accelerator_alert_rules(["x"], for_duration="5m", hbm_ratio=0.9)[2]["expr"].endswith("> 0.9")
+    assert rules[2]["expr"].endswith("> 0.95") and rules[3]["expr"].endswith("> 85")
+    assert accelerator_groups([deployments()[2]], Options()) == []
+
+
+def test_for_follows_the_time_scale_like_every_other_rule():
+    rules = accelerator_rules(deployments()[0], Options(time_scale=60))
+    assert {r["for"] for r in rules} == {"2s"}
+
+
+def test_deployment_names_are_escaped_in_selectors_and_templates():
+    weird = Deployment(name="kimi-a3", targets=[{"role": "npu", "node": "a3-0"}]).model_copy(
+        update={"name": 'x"{{ $value }}'})  # past the slug check on purpose: escaping must not rely on it
+    rule = accelerator_rules(weird, Options())[0]
+    assert 'accelerator_health{deployment="x\\"{{ $value }}"}' in rule["expr"]
+    assert rule["annotations"]["summary"].startswith('x"{{ "{{" }} $value }}: ')  # printed, not executed
 
 
 def test_promtool_check_rules(rule_file):
@@ -59,7 +75,7 @@ def test_promtool_unit_tests(rule_file, tmp_path):
     ]
     labels = {"deployment": "kimi-a3", "node": "a3-0", "device": "0", "chip": "1", "vendor": "huawei"}
     up_labels = {"deployment": "kimi-a3", "node": "a3-0", "source": "npu-smi"}
-    rules = accelerator_alert_rules(deployments(), temperature_celsius=80)
+    rules = accelerator_groups(deployments(), Options())[0]["rules"]
 
     def ann(alert: str, values: dict[str, str], value: str = "", deployment: str = "kimi-a3") -> dict[str, str]:
         """The rule's annotations with the templates promtool will expand filled in by hand."""

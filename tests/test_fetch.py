@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from monitor.scrape.http import fetch
+from monitor.fetch import fetch
 from tests.conftest import REAL_TEXT, ROUTER_500, free_port, serve_routes
 
 
@@ -106,3 +106,60 @@ def test_hundred_megabyte_response_is_cut_without_reading_it_all():
 
     res = fetch_from(handler, timeout=20, max_bytes=8 * 1024 * 1024)
     assert not res.ok and "exceeds the limit" in res.error and res.bytes <= 8 * 1024 * 1024
+
+
+def _redirecting(follow_redirects, *, same_origin: bool, status: int = 302):
+    """/metrics redirects to /real on the same server, or to another server (another port) whose
+    answer must never be fetched when not allowed, nor shown in the error."""
+    hits = {"other": 0}
+
+    async def other(request):
+        hits["other"] += 1
+        return web.Response(status=404, text="SECRET of a host nobody configured")
+
+    async def go():
+        other_runner, other_base = await serve_routes({"/secret": other})
+        try:
+            async def real(request):
+                return web.Response(text=REAL_TEXT.read_text())
+
+            async def redirect(request):
+                where = "/real" if same_origin else f"{other_base}/secret"
+                return web.Response(status=status, headers={"Location": where}, text="moved")
+
+            runner, base = await serve_routes({"/metrics": redirect, "/real": real})
+            try:
+                async with aiohttp.ClientSession() as s:
+                    return await fetch(s, base + "/metrics", timeout=5, max_bytes=10_000_000,
+                                       follow_redirects=follow_redirects)
+            finally:
+                await runner.cleanup()
+        finally:
+            await other_runner.cleanup()
+
+    return run(go()), hits["other"]
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_redirects_are_not_followed_by_default_and_nothing_of_the_other_host_is_shown(status):
+    res, other_hits = _redirecting(False, same_origin=False, status=status)
+    assert not res.ok and f"HTTP {status}: redirect to http://127.0.0.1:" in res.error
+    assert "not followed" in res.error and "follow_redirects" in res.error
+    assert other_hits == 0 and "SECRET" not in res.error
+
+
+def test_follow_redirects_follows_on_the_same_origin_only():
+    res, _ = _redirecting(True, same_origin=True)
+    assert res.ok and "sglang:time_to_first_token_seconds_bucket" in res.text
+    res, other_hits = _redirecting(True, same_origin=False)
+    assert not res.ok and "redirect to another host or port" in res.error
+    assert other_hits == 0 and "SECRET" not in res.error
+
+
+def test_the_error_echo_is_short_and_one_printable_line():
+    async def handler(request):
+        return web.Response(status=503, text="overloaded\n\x1b[31m" + "x" * 5000)
+
+    res = fetch_from(handler, timeout=5, max_bytes=100_000)
+    assert res.error.startswith("HTTP 503: overloaded ") and "\x1b" not in res.error and "\n" not in res.error
+    assert len(res.error) <= len("HTTP 503: ") + 200

@@ -1,0 +1,140 @@
+"""What the sidecar knows about every target and deployment, fed by scrape results. No I/O.
+
+The scrape loop (`monitor.scrape.loop`) produces a `ScrapeResult` per target and cycle; `apply` turns
+it into target status, SLO engine input (`monitor.slo.engine`) and the latest telemetry. The sidecar owns
+one `Observations`; its status, exporters and recording read from it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from monitor.config import Config, Deployment, Target
+from monitor.conventions import ENGINE_ROLES
+from monitor.parse.exposition import Exposition
+from monitor.parse.families import HistogramError
+from monitor.parse.gateway import router_summary, split_workers, worker_address
+from monitor.scrape.result import ScrapeResult
+from monitor.scrape.status import TargetStatus
+from monitor.slo.engine import DeploymentEngine
+from monitor.state import redact
+from monitor.telemetry.model import TelemetryResult
+
+log = logging.getLogger(__name__)
+
+
+class Observations:
+    """Per deployment an SLO engine, per target its status and latest telemetry."""
+
+    def __init__(self, config: Config, engines: dict[str, DeploymentEngine] | None = None) -> None:
+        self.config = config
+        self.engines = engines or {d.name: DeploymentEngine(d) for d in config.deployments}
+        self.statuses: dict[tuple[str, str], TargetStatus] = {}
+        self.telemetry: dict[tuple[str, str], TelemetryResult] = {}  # latest result per target
+        for dep in config.deployments:
+            for t in dep.targets:
+                self.statuses[(dep.name, t.id)] = TargetStatus(
+                    dep.name, t.id, t.role, t.source or "", t.url, placeholder=t.has_placeholder,
+                    last_error="placeholder in target address: fill it in the config" if t.has_placeholder else None,
+                )
+        # router-engine-metrics: the per-worker targets each one fed last time, and the workers each
+        # deployment scrapes directly (those are read from their own target only, never twice).
+        self._worker_targets: dict[tuple[str, str], list[Target]] = {}
+        self._direct: dict[str, set[str]] = {
+            d.name: {worker_address(t.url) for t in d.targets if t.source == "sglang" and t.url}
+            for d in config.deployments
+        }
+
+    def apply(self, result: ScrapeResult) -> None:
+        """One target's scrape: a failure keeps the windows' last good state (as Prometheus rejects a
+        scrape whole) and drops the target's load gauges; a success feeds the deployment's engine."""
+        target = result.target
+        status = self.statuses[(result.deployment, target.id)]
+        engine = self.engines[result.deployment]
+        if result.telemetry is not None:
+            self._apply_telemetry(result, status, result.telemetry)
+            return
+        error, expo, note = result.error, result.exposition, None
+        dep = self.config.deployment(result.deployment)
+        if error is None and expo is not None:
+            try:
+                if target.source == "router":
+                    status.detail = router_summary(expo.selected)
+                elif target.source == "router-engine-metrics":
+                    note = self._observe_workers(dep, target, expo)
+                else:
+                    status.resets += engine.observe(target, expo)
+            except HistogramError as err:
+                error = f"malformed exposition: {err}"
+        if error is not None or expo is None:
+            status.record_failure(result.ts, error or "no exposition", result.duration_seconds)
+            self._target_down(dep, target)
+            return
+        # What the scrape got wrong but could still be used (a _count off the +Inf bucket, no _sum):
+        # said once when it changes, and kept on the target's status.
+        warnings = engine.warnings.get(target.id, [])
+        if status.warnings != warnings:
+            log.log(logging.WARNING if warnings else logging.INFO, "%s %s: %s", result.deployment,
+                    redact(target.id), "; ".join(warnings) or "exposition consistent again")
+        status.record_success(result.ts, result.duration_seconds, expo.samples, result.bytes, expo.format, warnings)
+        status.last_error = note
+
+    def _observe_workers(self, dep: Deployment, target: Target, expo: Exposition) -> str | None:
+        """Feed a gateway's /engine_metrics to the engine one worker at a time, each with the role its
+        engine_type label names (series without one: the target's role when it is a server role, else
+        `server`). A worker the deployment also scrapes directly is left out: its requests would count
+        twice. Returns a note saying so."""
+        engine = self.engines[dep.name]
+        status = self.statuses[(dep.name, target.id)]
+        fallback = target.role if target.role in ENGINE_ROLES else "server"
+        fed: list[Target] = []
+        direct: list[str] = []
+        warnings: list[str] = []
+        for addr, (role, samples) in sorted(split_workers(expo.selected).items()):
+            if addr and addr in self._direct[dep.name]:
+                direct.append(addr)
+                continue
+            part = target.model_copy(update={"role": role or fallback, "name": f"{target.id} worker {addr}"})
+            status.resets += engine.observe(part, expo._replace(selected=samples))
+            warnings += engine.warnings.pop(part.id, [])
+            fed.append(part)
+        engine.warnings[target.id] = warnings
+        key = (dep.name, target.id)
+        now = {t.id for t in fed}
+        for gone in self._worker_targets.get(key, []):  # a worker no longer in the merge: its gauges are stale
+            if gone.id not in now:
+                engine.target_down(gone)
+        self._worker_targets[key] = fed
+        status.detail = {"workers": float(len(fed) + len(direct)), "workers_scraped_directly": float(len(direct))}
+        if not direct:
+            return None
+        return (f"note: {len(direct)} of {len(fed) + len(direct)} workers are also scraped directly "
+                f"({', '.join(direct)}): read from their own targets only, so no request counts twice")
+
+    def _target_down(self, dep: Deployment, target: Target) -> None:
+        engine = self.engines[dep.name]
+        engine.target_down(target)
+        for part in self._worker_targets.pop((dep.name, target.id), []):
+            engine.target_down(part)
+
+    def _apply_telemetry(self, result: ScrapeResult, status: TargetStatus, telemetry: TelemetryResult) -> None:
+        self.telemetry[(result.deployment, result.target.id)] = telemetry
+        if telemetry.up:
+            status.record_success(result.ts, telemetry.duration_seconds, len(telemetry.readings), 0,
+                                  result.target.source)
+            if telemetry.warnings:  # up with what the table gave; say what is missing
+                more = f" (+{len(telemetry.warnings) - 1} more)" if len(telemetry.warnings) > 1 else ""
+                status.last_error = f"partial: {telemetry.warnings[0]}{more}"
+        else:
+            status.record_failure(result.ts, telemetry.error or "telemetry collection failed",
+                                  telemetry.duration_seconds)
+
+    def snapshot(self, deployment: str, ts: float) -> None:
+        """Close one scrape cycle of a deployment: its engine records the merged state at `ts`."""
+        self.engines[deployment].snapshot(ts)
+
+    def readings_by_deployment(self) -> dict[str, list[TelemetryResult]]:
+        out: dict[str, list[TelemetryResult]] = {}
+        for (dep, _tid), result in self.telemetry.items():
+            out.setdefault(dep, []).append(result)
+        return out

@@ -1,0 +1,61 @@
+"""Symptom alerts per deployment: which exist for which targets, their roles, thresholds and groups."""
+
+from __future__ import annotations
+
+from monitor import conventions as names
+from monitor.config import Deployment
+from monitor.generate.options import Options
+from monitor.generate.symptoms import global_groups, symptom_groups
+
+
+def rules(dep: Deployment, opts: Options | None = None) -> dict[str, list[dict]]:
+    (group,) = symptom_groups(dep, opts or Options())
+    out: dict[str, list[dict]] = {}
+    for r in group["rules"]:
+        out.setdefault(r.get("alert") or r["record"], []).append(r)
+    return out
+
+
+PD = Deployment(name="pd", mode="pd-disaggregated", targets=[
+    {"role": "prefill", "url": "http://p:1/metrics"}, {"role": "decode", "url": "http://d:1/metrics"},
+    {"role": "router", "url": "http://r:1/metrics"}, {"role": "npu", "node": "n"}],
+    baseline={"tpot_mean_seconds": 0.02})
+
+
+def test_target_down_per_scraped_role_pages_for_servers_and_router():
+    down = {r["labels"]["role"]: r["labels"]["severity"] for r in rules(PD)[names.ALERT_TARGET_DOWN]}
+    assert down == {"prefill": "page", "decode": "page", "router": "page"}  # npu-smi is not scraped by Prometheus
+
+
+def test_pd_failure_alerts_only_for_pd_deployments_and_read_every_engine_role():
+    pd = rules(PD)
+    for alert in (names.ALERT_PD_TRANSFER, names.ALERT_PD_BOOTSTRAP):
+        (r,) = pd[alert]
+        assert r["labels"]["severity"] == "page" and 'role=~"decode|prefill"' in r["expr"]
+    mixed = rules(Deployment(name="m", targets=[{"role": "server", "url": "http://s:1/metrics"}]))
+    assert names.ALERT_PD_TRANSFER not in mixed and names.ALERT_ROUTER_WORKER not in mixed
+
+
+def test_thresholds_come_from_conventions():
+    pd = rules(PD)
+    assert pd[names.ALERT_KV_FULL][0]["expr"].endswith(f"> {names.KV_FULL_RATIO}")
+    (regression,) = pd[names.ALERT_REGRESSION]
+    assert regression["labels"]["sli"] == "tpot" and regression["expr"].endswith("> 0.03")  # 1.5 x 0.02
+
+
+def test_recordings_come_before_the_alerts_that_read_them():
+    (group,) = symptom_groups(PD, Options())
+    kinds = ["record" if "record" in r else "alert" for r in group["rules"]]
+    assert kinds == sorted(kinds, key=lambda k: k != "record")
+    assert group["name"] == names.group("pd", "symptoms")
+
+
+def test_for_durations_follow_the_time_scale():
+    scaled = rules(PD, Options(time_scale=60))
+    assert scaled[names.ALERT_TARGET_DOWN][0]["for"] == "2s" and scaled[names.ALERT_QUEUE_GROWING][0]["for"] == "10s"
+
+
+def test_the_sidecar_down_alert_selects_the_sidecar_job():
+    (group,) = global_groups(Options())
+    (r,) = group["rules"]
+    assert r["alert"] == names.ALERT_SIDECAR_DOWN and f'job="{names.SIDECAR_JOB}"' in r["expr"]

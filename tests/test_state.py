@@ -1,0 +1,68 @@
+"""/api/v1/status wire types: a NaN is absent (null) in every output, never a 0; target warnings are shown."""
+
+from __future__ import annotations
+
+import math
+
+from monitor.commands.status import render_table
+from monitor.config import parse_config
+from monitor.export.otlp_points import points_from_status
+from monitor.export.prometheus import families_from_status
+from monitor.scrape.status import TargetStatus
+from monitor.slo.engine import DeploymentEngine
+from monitor.slo.histogram import Hist
+from monitor.slo.windows import Snapshot
+from monitor.state import StatusResponse, deployment_status, sidecar_status
+from tests.conftest import strict_json
+
+NAN = math.nan
+
+
+def _status_with_nan() -> StatusResponse:
+    """A deployment whose history holds NaN counts (e.g. a recording written before they were refused)."""
+    dep = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                         "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"}]}]}
+                       ).deployments[0]
+    engine = DeploymentEngine(dep)
+    edges = (0.04, math.inf)
+    engine.store.append(Snapshot(1000.0, {"tpot": Hist(edges, (1.0, 2.0), 1.0, 2.0)}, {"requests_total": 2.0}))
+    engine.store.append(Snapshot(1060.0, {"tpot": Hist(edges, (NAN, NAN), NAN, NAN)}, {"requests_total": NAN}))
+    target = TargetStatus("d", dep.targets[0].id, "server", "sglang", dep.targets[0].url, up=True,
+                          warnings=["sglang:x{}: no _sum: no mean reported"])
+    deps = [deployment_status(dep, engine.state(1060.0), [target])]
+    return StatusResponse(sidecar=sidecar_status(900.0, 1060.0, 5.0, 2, 0.1), deployments=deps)
+
+
+def test_nan_is_null_in_the_status_model_and_its_json_never_zero():
+    st = _status_with_nan()
+    w = st.deployments[0].slis[0].windows[0]
+    assert w.events is None and w.good_ratio is None and w.burn_rate is None and w.mean_seconds is None
+    assert w.p50_seconds is None and w.p99_seconds is None
+    body = strict_json(st.model_dump_json())
+    win = body["deployments"][0]["slis"][0]["windows"][0]
+    assert win["burn_rate"] is None and win["events"] is None
+    assert StatusResponse.model_validate(body) == st  # what `slo-monitor status` reads back
+
+
+def test_nan_is_absent_from_metrics_and_otlp_never_zero():
+    st = _status_with_nan()
+    window = {"deployment": "d", "sli": "tpot", "window": "5m"}
+    samples = [s for f in families_from_status(st) for s in f.samples]
+    assert all(math.isfinite(s.value) for s in samples)
+    in_window = {s.name for s in samples if window.items() <= s.labels.items()}
+    assert not in_window & {"slo_monitor_sli_burn_rate", "slo_monitor_sli_events", "slo_monitor_latency_seconds_sum",
+                            "slo_monitor_latency_seconds_count", "slo_monitor_latency_mean_seconds"}, in_window
+    points = points_from_status(st)
+    assert not [p for p in points if p.name == "slo_monitor_sli_burn_rate" and window.items() <= p.labels.items()]
+
+
+def test_nan_shows_as_a_dash_in_the_status_table_and_target_warnings_are_listed():
+    table = render_table(_status_with_nan(), color=False)
+    row = next(line for line in table.splitlines() if line.startswith("d "))
+    assert " 0.0x" not in row and " -  " in row
+    assert "d server@http://127.0.0.1:1/metrics: sglang:x{}: no _sum: no mean reported" in table
+
+
+def test_target_warnings_reach_the_status_api():
+    st = _status_with_nan()
+    assert st.deployments[0].targets[0].warnings == ["sglang:x{}: no _sum: no mean reported"]

@@ -1,0 +1,3 @@
+from tools.gateway_capture.capture import main
+
+raise SystemExit(main())
