@@ -17,6 +17,7 @@ import math
 import socket
 import time
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,39 @@ def _server_info(dep: EmulatedDeployment, srv: ServerSim) -> dict[str, Any]:
     }
 
 
+def _loads(dep: EmulatedDeployment, srv: ServerSim, dp_rank: str | None) -> dict[str, Any]:
+    """SGLang 0.5.23's GET /v1/loads (entrypoints/v1_loads.py, LoadSnapshot.to_dict): per DP rank, the core
+    keys plus the disaggregation and queues sections, read off the scheduler."""
+    out = []
+    role = srv.spec.role
+    for rank in srv.ranks:
+        if dp_rank is not None and str(rank.index) != dp_rank:
+            continue
+        g = dep.rank_gauges(srv, rank)
+        waiting = list(rank.waiting)
+        out.append({
+            "timestamp": time.time(), "dp_rank": rank.index,
+            "num_running_reqs": int(g["sglang:num_running_reqs"]), "num_waiting_reqs": len(waiting),
+            "num_waiting_uncached_tokens": sum(r.shape.uncached_tokens for r in waiting),
+            "num_used_tokens": int(g["sglang:num_used_tokens"]), "num_total_tokens": rank.max_total_tokens,
+            "num_active_tokens": int(g["sglang:decode_sum_seq_lens"]), "num_prealloc_ready_tokens": 0,
+            "max_total_num_tokens": rank.max_total_tokens, "max_running_requests": rank.capacity,
+            "token_usage": g["sglang:token_usage"], "gen_throughput": g["sglang:gen_throughput"],
+            "cache_hit_rate": g["sglang:cache_hit_rate"], "utilization": g["sglang:utilization"],
+            "total_prefill_uncached_tokens": 0, "total_prefill_busy_us": 0,
+            "disaggregation": {
+                "mode": {"server": "null"}.get(role, role),
+                "prefill_bootstrap_queue_reqs": len(rank.bootstrap), "prefill_inflight_queue_reqs": len(rank.inflight),
+                "decode_prealloc_queue_reqs": len(rank.prealloc), "decode_transfer_queue_reqs": len(rank.transfer),
+                "decode_retracted_queue_reqs": 0, "kv_transfer_speed_gb_s": 0.0, "kv_transfer_latency_ms": 0.0},
+            "queues": {"waiting": len(waiting), "grammar": 0, "paused": 0,
+                       "retracted": int(g["sglang:num_retracted_reqs"]), "prealloc_ready": 0},
+        })
+    return {"timestamp": datetime.now(timezone.utc).isoformat(), "version": "0.5.23", "accelerator": None,
+            "num_accelerators": max(srv.spec.tp_size * srv.spec.pp_size // max(len(srv.ranks), 1), 1),
+            "loads": out}
+
+
 def _model_info(srv: ServerSim) -> dict[str, Any]:
     """SGLang 0.5.23's /model_info (http_server.py `model_info`): the same keys."""
     name = srv.spec.model_name
@@ -155,6 +189,7 @@ class Emulator:
         self._offset = 0.0  # emulated seconds added by advance()
         self._stopping = False
         self._clock_waiter = Waiter()
+        self._unknown_paths: set[tuple[str, str]] = set()
         self._pending = list(incidents)
         self.layout: Layout = plan(config, base_port)
         self.deployments: dict[str, EmulatedDeployment] = {}
@@ -409,11 +444,21 @@ class Emulator:
             app.router.add_get(path, model_info)
         async def unknown(request: web.Request) -> web.Response:
             guard(request)
-            # What a gateway probes that SGLang 0.5.23 may have and this emulator does not: worth a line.
-            log.info("%s: %s %s is not emulated (404)", srv.spec.name, request.method, request.path)
+            # What a gateway probes that this emulator does not serve (smg 1.13 polls /loads, which SGLang
+            # 0.5.23 does not have either): worth one line per path, not one per poll.
+            key = (request.method, request.path)
+            if key not in self._unknown_paths:
+                self._unknown_paths.add(key)
+                log.info("%s: %s %s is not emulated (404; said once)", srv.spec.name, *key)
             return web.json_response({"detail": "Not Found"}, status=404)
 
+        async def loads(request: web.Request) -> web.Response:
+            guard(request)
+            self.sync()
+            return web.json_response(_loads(dep, srv, request.query.get("dp_rank")))
+
         app.router.add_get("/v1/models", models)
+        app.router.add_get("/v1/loads", loads)
         ServingEndpoints(self, dep, srv, guard).add_routes(app)
         app.router.add_route("*", "/{tail:.*}", unknown)
         return app

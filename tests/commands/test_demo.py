@@ -111,7 +111,8 @@ def test_demo_says_on_screen_when_the_gateway_exits_at_start(monkeypatch, capsys
     assert "unrecognized arguments: --no-such-flag" in out  # the router's own words, from its log
 
 
-def test_demo_puts_the_real_smg_1_13_in_front_of_the_pd_pair_by_default(capsys):
+def test_demo_puts_the_real_smg_1_13_in_front_of_every_deployment_by_default(capsys):
     _run_demo_in_process(_demo_args())
     out = capsys.readouterr().out
     assert "real gateway smg 1.13." in out and "/gateways/smg-1.13.0/bin/smg" in out
+    assert "in front of 12 deployment(s)" in out

@@ -1,7 +1,7 @@
 """SGLang's own bench_serving and the sidecar measure the same real requests and must agree.
 
 Real requests: SGLang 0.5.23's `bench_serving` (the wheel's code, run as shipped) sends them through a
-real gateway to the emulated servers of a mixed and a PD deployment (no synthetic load); the sidecar
+real gateway (smg 1.13, then sglang-router 0.3.2) to the emulated servers of a mixed and a PD deployment (no synthetic load); the sidecar
 (`slo-monitor run`) scrapes those servers and tails their request logs. Over exactly each bench run (the
 sidecar's cumulative numbers right before and right after it, differenced), per deployment:
   completed requests equal; mean TPOT within 2 %; mean TTFT within 5 %; goodput within 1 point;
@@ -23,6 +23,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import parse_config
+from monitor.conventions import GATEWAYS
 from monitor.emulate import Emulator, find_free_base_port, plan
 from monitor.emulate import bench_serving as bs
 from monitor.emulate.router import RouterProcess, launch_router
@@ -63,14 +64,14 @@ BENCH_ARGS = ["--backend", "sglang", "--dataset-name", "random-ids", "--random-i
               f"e2el:{E2E_TARGET * 1000:g}"]
 
 
-def start_sglang_router(layout: DeploymentLayout, log: Path) -> RouterProcess:
-    return launch_router(layout, log_path=log)
+# The real gateways in front of the emulated servers (smg 1.13, sglang-router 0.3.2): the test runs
+# unchanged against each. `make test` installs both (`make gateways`); a missing one fails, not skips.
+def start_gateway(name: str) -> Callable[[DeploymentLayout, Path], RouterProcess]:
+    return lambda layout, log: launch_router(layout, log_path=log, gateway=name)
 
 
-# The gateways in front of the emulated servers. smg 1.13 goes here once monitor/emulate/router.py can
-# launch it (its binary lives in a venv of its own): the test runs unchanged against each.
-GATEWAYS: dict[str, Callable[[DeploymentLayout, Path], RouterProcess]] = {
-    "sglang-router-0.3.2": start_sglang_router,
+GATEWAY_LAUNCHERS: dict[str, Callable[[DeploymentLayout, Path], RouterProcess]] = {
+    name: start_gateway(name) for name in GATEWAYS
 }
 
 
@@ -135,6 +136,7 @@ class Harness:
 
     def __init__(self, tmp: Path, gateway: str) -> None:
         self.tmp = tmp
+        self.gateway = gateway
         self.config = parse_config(CONFIG)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -147,7 +149,7 @@ class Harness:
         try:
             for dep in self.config.deployments:
                 layout = self.emulator.layout.deployment(dep.name)
-                self.routers[dep.name] = GATEWAYS[gateway](layout, tmp / f"{dep.name}-gateway.log")
+                self.routers[dep.name] = GATEWAY_LAUNCHERS[gateway](layout, tmp / f"{dep.name}-gateway.log")
             local = self.emulator.localized_config()
             port = free_port()
             local = local.model_copy(update={"sidecar": local.sidecar.model_copy(update={"listen_port": port})})
@@ -201,8 +203,11 @@ class Harness:
         if self.sidecar_proc is not None:
             stop(self.sidecar_proc)
             self.sidecar_log.close()
-        for r in self.routers.values():
-            r.stop()
+        stoppers = [threading.Thread(target=r.stop) for r in self.routers.values()]  # smg takes ~5 s each
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join(30)
         self._call(self.emulator.stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
@@ -283,7 +288,7 @@ def assert_agree(outcomes: dict[str, Outcome]) -> None:
         assert abs(b.goodput_attainment() - s.goodput) <= allowed + 1e-9, (name, near_target(b))
 
 
-@pytest.fixture(scope="module", params=list(GATEWAYS))
+@pytest.fixture(scope="module", params=list(GATEWAY_LAUNCHERS))
 def harness(request, tmp_path_factory) -> Harness:
     try:
         bs.sglang_dir()
@@ -299,7 +304,7 @@ def harness(request, tmp_path_factory) -> Harness:
 def test_healthy_run_bench_serving_and_sidecar_agree(harness, capsys):
     outcomes = run_both(harness, CONCURRENCY, "healthy")
     with capsys.disabled():
-        print("\n" + report("healthy", outcomes))
+        print("\n" + report(f"healthy, through {harness.gateway}", outcomes))
     assert_agree(outcomes)
     for name, o in outcomes.items():
         assert o.bench.goodput_attainment("tpot") >= OBJECTIVE and o.sidecar.sli("tpot") >= OBJECTIVE, name
@@ -308,7 +313,7 @@ def test_healthy_run_bench_serving_and_sidecar_agree(harness, capsys):
 def test_tpot_regression_mid_run_both_see_the_target_breached(harness, capsys):
     outcomes = run_both(harness, 48, "tpot-x3", regress_after=0.3)
     with capsys.disabled():
-        print("\n" + report("tpot x3 mid-run", outcomes))
+        print("\n" + report(f"tpot x3 mid-run, through {harness.gateway}", outcomes))
     assert_agree(outcomes)
     for name, o in outcomes.items():
         assert o.bench.goodput_attainment("tpot") < OBJECTIVE, name

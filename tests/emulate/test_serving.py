@@ -153,6 +153,22 @@ def test_pd_halves_pair_by_bootstrap_room_and_only_decode_observes_ttft():
     run(main())
 
 
+def test_v1_loads_reports_each_dp_rank_from_the_scheduler():
+    async def main():
+        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
+            url = emu.layout.deployment("mix").servers[0].url
+            async with s.post(url + "/generate", json=gen(300)) as r:
+                await r.content.readline()  # in decode now
+                async with s.get(url + "/v1/loads") as lr:
+                    loads = await lr.json()
+            [load] = loads["loads"]
+            assert load["dp_rank"] == 0 and load["num_running_reqs"] == 1 and load["max_running_requests"] == 8
+            assert load["disaggregation"]["mode"] == "null" and load["queues"]["waiting"] == 0
+            assert loads["version"] == "0.5.23" and 0 < load["token_usage"] < 1
+
+    run(main())
+
+
 def test_client_disconnect_aborts_the_request_two_seconds_later():
     async def main():
         async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
