@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,10 @@ from typing import Any
 import aiohttp
 import yaml
 
-from bench.procs import HOST, cpu_seconds, free_port
+from bench.procs import HOST, cpu_seconds
 from bench.table import markdown
+from monitor.config import parse_config
+from monitor.emulate import find_free_base_port, plan
 from monitor.emulate.loadgen import LoadGenerator, LoadShape, Servers
 from monitor.parse.exposition import parse
 
@@ -90,17 +93,22 @@ async def _step(server: str, pid: int, kind: str, clients: int, seconds: float) 
 
 
 def _start(kind: str, clients: int, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    config = _config(kind, clients)
     cfg = tmp / f"{kind}-{clients}.yaml"
-    cfg.write_text(yaml.safe_dump(_config(kind, clients)))
-    base = free_port()  # the control port; the server port follows (a collision fails loudly below)
+    cfg.write_text(yaml.safe_dump(config))
+    base = find_free_base_port(plan(parse_config(config), 0).port_count)
     proc = subprocess.Popen([sys.executable, "-m", "monitor", "emulate", "-c", str(cfg), "--base-port", str(base),
-                             "--no-synthetic"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             "--no-synthetic"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None
-    line = b""
+    line, seen = b"", []
     while not line.startswith(b"{"):
         line = proc.stdout.readline()
+        seen.append(line.decode(errors="replace"))
         if not line:
-            raise RuntimeError("the emulator exited before it was ready")
+            proc.wait(10)
+            raise RuntimeError(f"the emulator exited ({proc.returncode}) before it was ready: {''.join(seen)[-2000:]}")
+    # Keep reading what it logs, so a full pipe never blocks it.
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
     port = int(json.loads(line)["deployments"]["bench"][0].split()[-1])
     return proc, f"http://{HOST}:{port}"
 
