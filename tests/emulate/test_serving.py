@@ -4,6 +4,7 @@ metrics the way its TokenizerManager does (timings here are loose: a shared mach
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
@@ -25,6 +26,13 @@ PROMPT = " ".join(f"w{i}" for i in range(64))
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 90))
+
+
+@contextlib.asynccontextmanager
+async def serving():
+    """An emulator with no synthetic load, a client session, and the mixed server's URL."""
+    async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
+        yield emu, s, emu.layout.deployment("mix").servers[0].url
 
 
 async def stream(s: aiohttp.ClientSession, url: str, body: dict) -> list[tuple[float, dict | str]]:
@@ -58,8 +66,7 @@ def gen(n: int, **extra) -> dict:
 
 def test_streamed_generate_sends_cumulative_chunks_over_time_then_done():
     async def main():
-        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
-            url = emu.layout.deployment("mix").servers[0].url
+        async with serving() as (emu, s, url):
             chunks = await stream(s, url + "/generate", gen(16))
             assert chunks[-1][1] == "[DONE]"
             body = [c for _, c in chunks[:-1]]
@@ -79,8 +86,7 @@ def test_streamed_generate_sends_cumulative_chunks_over_time_then_done():
 
 def test_metrics_record_real_requests_like_the_tokenizer_manager():
     async def main():
-        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
-            url = emu.layout.deployment("mix").servers[0].url
+        async with serving() as (emu, s, url):
             runs = await asyncio.gather(*(stream(s, url + "/generate", gen(8 + i)) for i in range(6)))
             async with s.post(url + "/generate", json={**gen(5), "stream": False}) as r:
                 whole = await r.json()
@@ -107,8 +113,7 @@ def test_metrics_record_real_requests_like_the_tokenizer_manager():
 
 def test_openai_routes_stream_and_send_usage_only_when_asked():
     async def main():
-        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
-            url = emu.layout.deployment("mix").servers[0].url
+        async with serving() as (emu, s, url):
             comp = await stream(s, url + "/v1/completions", {"prompt": PROMPT, "max_tokens": 4, "stream": True,
                                                              "stream_options": {"include_usage": True}})
             body = [c for _, c in comp[:-1]]
@@ -136,7 +141,7 @@ def test_openai_routes_stream_and_send_usage_only_when_asked():
 
 def test_pd_halves_pair_by_bootstrap_room_and_only_decode_observes_ttft():
     async def main():
-        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
+        async with serving() as (emu, s, _):
             prefill, decode = (x.url for x in emu.layout.deployment("pd").servers)
             body = gen(6, bootstrap_host="127.0.0.1", bootstrap_port=8998, bootstrap_room=123)
             p, d = await asyncio.gather(stream(s, prefill + "/generate", body), stream(s, decode + "/generate", body))
@@ -155,8 +160,7 @@ def test_pd_halves_pair_by_bootstrap_room_and_only_decode_observes_ttft():
 
 def test_v1_loads_reports_each_dp_rank_from_the_scheduler():
     async def main():
-        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
-            url = emu.layout.deployment("mix").servers[0].url
+        async with serving() as (emu, s, url):
             async with s.post(url + "/generate", json=gen(300)) as r:
                 await r.content.readline()  # in decode now
                 async with s.get(url + "/v1/loads") as lr:
@@ -171,8 +175,7 @@ def test_v1_loads_reports_each_dp_rank_from_the_scheduler():
 
 def test_client_disconnect_aborts_the_request_two_seconds_later():
     async def main():
-        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
-            url = emu.layout.deployment("mix").servers[0].url
+        async with serving() as (emu, s, url):
             async with s.post(url + "/generate", json=gen(200)) as r:
                 await r.content.readline()  # the first chunk, then hang up
             await asyncio.sleep(0.5)
@@ -190,8 +193,7 @@ def test_client_disconnect_aborts_the_request_two_seconds_later():
 
 def test_incidents_act_on_real_requests():
     async def main():
-        async with Emulator(CONFIG, 0, synthetic=False) as emu, aiohttp.ClientSession() as s:
-            url = emu.layout.deployment("mix").servers[0].url
+        async with serving() as (emu, s, url):
 
             async def tpot() -> float:
                 meta = (await stream(s, url + "/generate", gen(20)))[-2][1]["meta_info"]
