@@ -15,7 +15,17 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.conventions import SLIS, parse_duration
+from monitor.conventions import (
+    OWN_RULE_FILES,
+    PERIOD_MAX_SECONDS,
+    PERIOD_MIN_SECONDS,
+    RESERVED_ALERT_LABELS,
+    SLIS,
+    format_duration,
+    parse_duration,
+    rules_file,
+)
+from monitor.escaping import LABEL_NAME_RE
 
 Role = Literal["server", "prefill", "decode", "router", "npu", "gpu", "request-log"]
 Source = Literal[
@@ -35,7 +45,7 @@ DEFAULT_SOURCE: dict[str, str] = {
 DEFAULT_DETAILS_INTERVAL = 60.0  # seconds between `npu-smi info -t KIND` runs per chip
 NpuSmiDetail = Literal["usages", "common", "power", "temp", "memory", "health", "ecc"]
 PLACEHOLDER_RE = re.compile(r"<[^<>]+>|\$\{?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\}?")
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+SLUG_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # fullmatch: `$` would let a trailing newline through
 
 
 class ConfigError(Exception):
@@ -43,7 +53,9 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # No number in a config may be NaN or infinite: an infinite target would make the SLI always 1.0
+    # in the sidecar while the generated rules compare with a finite bucket and page forever.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Target(_Strict):
@@ -142,14 +154,33 @@ class Deployment(_Strict):
     @field_validator("name")
     @classmethod
     def _slug(cls, v: str) -> str:
-        if not SLUG_RE.match(v):
+        if not SLUG_RE.fullmatch(v):
             raise ValueError("must be a slug: lowercase letters, digits, '.', '_' or '-', e.g. kimi-k2-6-pd-16p")
+        if v in OWN_RULE_FILES:  # its rules file would be the sidecar's own, and one of the two lost
+            raise ValueError(f"{v!r} is the name of the generated alerts/{rules_file(v)}; choose another")
         return v
 
     @field_validator("period")
     @classmethod
     def _period(cls, v: str) -> str:
-        parse_duration(v)
+        # The budget is a `sum_over_time` over the period in the generated rules: an hour at least (a 0s
+        # period gives a [1ms] range), a year at most (Prometheus refuses a 100000000d range).
+        if not PERIOD_MIN_SECONDS <= parse_duration(v) <= PERIOD_MAX_SECONDS:
+            raise ValueError(f"must be between {format_duration(PERIOD_MIN_SECONDS)} and "
+                             f"{format_duration(PERIOD_MAX_SECONDS)}, got {v!r}")
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        # Added to every alert of the deployment; any value is fine (escaped where it lands).
+        for name in v:
+            if not LABEL_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a Prometheus label name (letters, digits and '_', not "
+                                 "starting with a digit)")
+            if name.startswith("__") or name in RESERVED_ALERT_LABELS:
+                raise ValueError(f"{name!r} is reserved: the generated alerts set it (or Prometheus does, for "
+                                 f"`__` names); reserved: {', '.join(sorted(RESERVED_ALERT_LABELS))}")
         return v
 
     @field_validator("buckets")

@@ -183,6 +183,9 @@ BURN_RATE_ALERTS: Final = (
     ("ticket", "3d", "6h", 1.0),
 )
 QUANTILES: Final = (0.5, 0.9, 0.99)
+# The SLO period a deployment may have (its error budget is computed over it in the generated rules).
+PERIOD_MIN_SECONDS: Final = 3600
+PERIOD_MAX_SECONDS: Final = 365 * 86400
 
 
 def burn_thresholds_text() -> str:
@@ -219,6 +222,16 @@ M_SCRAPES = f"{NS}_target_scrapes_total"
 M_SCRAPE_ERRORS = f"{NS}_target_scrape_errors_total"
 M_COUNTER_RESETS = f"{NS}_target_restarts_total"  # counter resets = SGLang restarts
 M_DEPLOYMENT_INFO = f"{NS}_deployment_info"
+# The sidecar's own loops (monitor.scrape.supervise): one `scrape` loop per deployment and the `sidecar`
+# loop (request logs, recording). A loop with no completed cycle in LOOP_STALE_INTERVALS scrape
+# intervals is stale: /healthz fails and ALERT_LOOP_STUCK fires.
+LOOP_SCRAPE: Final = "scrape"
+LOOP_SIDECAR: Final = "sidecar"
+LOOP_STALE_INTERVALS: Final = 3
+M_SCRAPE_INTERVAL = f"{NS}_scrape_interval_seconds"
+M_LOOP_LAST_CYCLE = f"{NS}_loop_last_cycle_timestamp_seconds"
+M_LOOP_CYCLE_AGE = f"{NS}_loop_last_cycle_age_seconds"
+M_LOOP_RESTARTS = f"{NS}_loop_restarts_total"
 
 # Request-log series (per-request goodput from SGLang's --export-metrics-to-file; monitor.requestlog).
 M_GOODPUT_RATIO = f"{NS}_goodput_ratio"
@@ -297,6 +310,8 @@ ALERT_PD_BOOTSTRAP: Final = "SGLangPDBootstrapFailures"
 ALERT_REGRESSION: Final = "SGLangLatencyRegression"  # label sli=tpot|ttft
 ALERT_ROUTER_WORKER: Final = "SGLangRouterWorkerUnhealthy"
 ALERT_SIDECAR_DOWN: Final = "SLOMonitorSidecarDown"
+ALERT_LOOP_STUCK: Final = "SLOMonitorLoopStuck"
+ALERT_LOOP_RESTARTING: Final = "SLOMonitorLoopRestarting"
 ALERT_ACCEL_UNHEALTHY: Final = "AcceleratorUnhealthy"
 ALERT_ACCEL_WARNING: Final = "AcceleratorHealthWarning"
 ALERT_ACCEL_MEMORY: Final = "AcceleratorMemoryNearlyFull"
@@ -313,10 +328,21 @@ ACCEL_MEMORY_RATIO: Final = 0.95
 ACCEL_TEMPERATURE_CELSIUS: Final = 85.0
 
 SIDECAR_JOB: Final = "slo-monitor"
+# Labels the generated alerts set themselves (or take from the series): a deployment's own `labels:`
+# may not use these names, nor Prometheus's reserved `__` prefix.
+RESERVED_ALERT_LABELS: Final = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
+                                          "burn_rate_threshold", "role", "instance", "job", "alertname"})
 
 
 def group(deployment: str, kind: str) -> str:
     return f"slo-monitor:{deployment}:{kind}"
+
+
+# The rule files of the sidecar itself and of accelerator telemetry, beside one per deployment: no
+# deployment may take their names.
+SELF_RULES: Final = "self"
+ACCELERATOR_RULES: Final = "accelerators"
+OWN_RULE_FILES: Final = (SELF_RULES, ACCELERATOR_RULES)
 
 
 def rules_file(deployment: str) -> str:

@@ -19,7 +19,7 @@ _PROMQL_SHORT = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"
                  "\b": "\\b", "\f": "\\f", "\v": "\\v"}
 # RE2 metacharacters: a literal value inside `=~"..."` must not act as a pattern.
 _RE2_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
-LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")  # fullmatch: `$` would let a trailing newline through
 
 
 def _unprintable(ch: str) -> bool:
@@ -50,7 +50,7 @@ def promql_regex_literal(values: list[str] | tuple[str, ...]) -> str:
 def matchers(labels: dict[str, str]) -> str:
     """`{a="x",b="y"}` with equality matchers, keys in the given order; `` when empty."""
     for name in labels:
-        if not LABEL_NAME_RE.match(name):
+        if not LABEL_NAME_RE.fullmatch(name):
             raise ValueError(f"not a Prometheus label name: {name!r}")
     if not labels:
         return ""

@@ -23,6 +23,15 @@ from monitor.telemetry.model import TelemetryResult
 log = logging.getLogger(__name__)
 
 
+def say_transition(status: TargetStatus, was_up: bool, scrapes_before: int) -> None:
+    """A target that goes down is logged once with its reason (not on every failed scrape after), and
+    again when it is back up. One that fails from its first scrape on is down too."""
+    if not status.up and (was_up or not scrapes_before):
+        log.warning("%s %s: down: %s", status.deployment, redact(status.target_id), redact(status.last_error))
+    elif status.up and not was_up and scrapes_before:
+        log.info("%s %s: up again", status.deployment, redact(status.target_id))
+
+
 class Observations:
     """Per deployment an SLO engine, per target its status and latest telemetry."""
 
@@ -47,7 +56,14 @@ class Observations:
 
     def apply(self, result: ScrapeResult) -> None:
         """One target's scrape: a failure keeps the windows' last good state (as Prometheus rejects a
-        scrape whole) and drops the target's load gauges; a success feeds the deployment's engine."""
+        scrape whole) and drops the target's load gauges; a success feeds the deployment's engine. A
+        target going down or coming back is logged (`say_transition`)."""
+        status = self.statuses[(result.deployment, result.target.id)]
+        was_up, scrapes = status.up, status.scrapes
+        self._apply(result)
+        say_transition(status, was_up, scrapes)
+
+    def _apply(self, result: ScrapeResult) -> None:
         target = result.target
         status = self.statuses[(result.deployment, target.id)]
         engine = self.engines[result.deployment]
@@ -131,7 +147,10 @@ class Observations:
 
     def snapshot(self, deployment: str, ts: float) -> None:
         """Close one scrape cycle of a deployment: its engine records the merged state at `ts`."""
-        self.engines[deployment].snapshot(ts)
+        shift = self.engines[deployment].snapshot(ts)
+        if shift:  # once per step: from the next cycle on the history is in the new time line
+            log.warning("%s: the wall clock stepped back (NTP step, VM resume?): the SLO history moved back "
+                        "%.0f s with it, so windows keep their length and events", deployment, -shift)
 
     def readings_by_deployment(self) -> dict[str, list[TelemetryResult]]:
         out: dict[str, list[TelemetryResult]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -14,11 +15,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from monitor.config import Config
-from monitor.conventions import parse_duration
+from monitor.conventions import DEFAULT_BUCKETS, parse_duration
 from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
-from monitor.observations import Observations
+from monitor.observations import Observations, say_transition
 from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
 from monitor.record.summary import state_row
 from monitor.requestlog import RequestLogReader, state_path_for
@@ -26,7 +27,8 @@ from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_stop_signals
 from monitor.slo.engine import DeploymentEngine
-from monitor.state import StatusResponse, deployment_status, sidecar_status
+from monitor.slo.state import fix_flag_for
+from monitor.state import LoopStatus, StatusResponse, deployment_status, loop_status, sidecar_status
 from monitor.telemetry.export import telemetry_families
 
 log = logging.getLogger(__name__)
@@ -77,24 +79,39 @@ class Sidecar:
         Everything is read into fresh engines first: a damaged row found half-way leaves the
         scraper's engines untouched."""
         assert self.recording is not None
-        horizon = self.clock() - parse_duration(self.config.sidecar.recording_retention)
+        now = self.clock()
+        horizon = now - parse_duration(self.config.sidecar.recording_retention)
         engines = {dep.name: DeploymentEngine(dep) for dep in self.config.deployments}
         loaded = {}
         for dep in self.config.deployments:
             saved = self.recording.book(dep.name)
-            loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon),
+            loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon, end=now),
                                                          saved[1] if saved else None)
+            self._say_future_rows(dep.name, now)
         self.observations.engines.update(engines)
         for name, n in loaded.items():
             if n:
                 log.info("restored %d recorded snapshots of %s", n, name)
         return loaded
 
+    def _say_future_rows(self, deployment: str, now: float) -> None:
+        """Snapshots dated after now were written while the clock ran ahead: they cannot start windows
+        that end now. Left in the file (for `analyze`), not restored, said once."""
+        assert self.recording is not None
+        span = self.recording.span(deployment)
+        if span is None or span[1] <= now:
+            return
+        ahead = sum(1 for _ in self.recording.snapshots(deployment, start=math.nextafter(now, math.inf)))
+        log.warning("recording %s: %d snapshot%s of %s dated in the future (up to %.0f s ahead of the clock, "
+                    "which has stepped back since they were written): not restored; they stay in the file",
+                    self.recording.path, ahead, "" if ahead == 1 else "s", deployment, span[1] - now)
+
     def record(self, now: float, *, force: bool = False) -> bool:
         """Write one recording tick when the recording interval has passed."""
         if self.recording is None:
             return False
-        if not force and now - self._last_record < self.config.sidecar.recording_interval_seconds:
+        # A negative gap is a clock that stepped back: write now rather than wait for it to catch up.
+        if not force and 0 <= now - self._last_record < self.config.sidecar.recording_interval_seconds:
             return False
         status = self.status()
         telemetry = self.observations.readings_by_deployment()
@@ -135,8 +152,17 @@ class Sidecar:
                 st.goodput = goodput_status(dep, self.request_logs.summaries[dep.name].values())
             deps.append(st)
         side = sidecar_status(self.started_at, now, self.config.sidecar.scrape_interval_seconds,
-                              self.scraper.cycles, self.scraper.last_cycle_seconds)
+                              self.scraper.cycles, self.scraper.last_cycle_seconds, self.loops())
         return StatusResponse(sidecar=side, deployments=deps)
+
+    def loops(self) -> list[LoopStatus]:
+        """Every loop's health (cheap: /healthz reads it on each probe)."""
+        interval = self.config.sidecar.scrape_interval_seconds
+        return [loop_status(h, interval) for h in (*self.scraper.loops.values(), self.scraper.cycle_loop)]
+
+    def problems(self) -> list[str]:
+        """Why /healthz fails: each loop with no completed cycle in a few intervals (empty when healthy)."""
+        return [lp.problem for lp in self.loops() if lp.problem]
 
     def extra_families(self, status: StatusResponse) -> Iterator[Metric]:
         """Families beside the SLO state: accelerator telemetry and the request-log SLIs."""
@@ -152,12 +178,14 @@ class Sidecar:
         self.request_logs.poll(now)
         for tl in self.request_logs.targets:
             st = self.observations.statuses[(tl.deployment, tl.target.id)]
+            was_up, scrapes = st.up, st.scrapes
             if tl.target.path and Path(tl.target.path).is_dir():
                 st.record_success(now, 0.0, tl.lines, 0, "request-log")
                 st.last_error = tl.last_error  # malformed lines are skipped, not fatal
             else:
                 st.record_failure(now, f"request-log directory {tl.target.path} does not exist "
                                   "(is SGLang launched with --export-metrics-to-file-dir?)", 0.0)
+            say_transition(st, was_up, scrapes)
 
     def _on_cycle(self, now: float) -> None:
         self.poll_request_logs(now)
@@ -179,7 +207,7 @@ class Sidecar:
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
         side = self.config.sidecar
         app = build_app(self.registry, self.status, api_token=side.api_bearer_token,
-                        header_timeout=side.http_header_timeout_seconds)
+                        header_timeout=side.http_header_timeout_seconds, problems=self.problems)
         self.runner, self.port = await start_server(app, host or side.listen_host,
                                                     side.listen_port if port is None else port)
         return self.port
@@ -208,9 +236,28 @@ class Sidecar:
             self.recording = None
 
 
+def say_off_edge_targets(config: Config) -> None:
+    """A target that is not an edge of the buckets the config declares (SGLang's defaults unless its
+    `buckets:` says otherwise) gives an interpolated SLI: said once at start, with the launch flag that
+    makes it exact (the status table's footer says it again from the buckets actually scraped)."""
+    for dep in config.deployments:
+        for sli in dep.slis:
+            target = dep.target_seconds(sli)
+            assert target is not None
+            flag = fix_flag_for(sli, target, tuple(dep.buckets.get(sli) or DEFAULT_BUCKETS[sli]))
+            if flag is None:
+                continue
+            whose = "the buckets its config declares" if sli in dep.buckets else "SGLang's default buckets"
+            log.log(logging.INFO if dep.approximate else logging.WARNING,
+                    "%s: %s target %g ms is not a bucket edge of %s, so its SLI is interpolated (approximate); "
+                    "for an exact one relaunch the servers with %s and give the config the same list "
+                    "(buckets: {%s: [...]})", dep.name, sli, target * 1000, whose, flag, sli)
+
+
 async def serve(config: Config, *, host: str | None = None, port: int | None = None,
                 recording_reset: bool = False) -> None:
     """Run until SIGINT/SIGTERM."""
+    say_off_edge_targets(config)
     sidecar = Sidecar(config, recording_reset=recording_reset)
     bound = await sidecar.start_http(host, port)
     otlp = sidecar.start_otlp()  # None unless sidecar.otlp_endpoint is set

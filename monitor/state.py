@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from monitor import __version__
 from monitor.config import Deployment
 from monitor.scrape.status import TargetStatus
+from monitor.scrape.supervise import LoopHealth
 from monitor.slo.state import DeploymentState, SliState
 
 
@@ -97,6 +98,19 @@ class DeploymentStatus(BaseModel):
     goodput: list[GoodputWindowStatus] = []  # empty without a request-log target
 
 
+class LoopStatus(BaseModel):
+    """One of the sidecar's loops (monitor.scrape.supervise): a deployment's scrapes, or its own cycle."""
+
+    loop: str  # "scrape" (one per deployment) or "sidecar" (request logs, recording)
+    deployment: str | None
+    last_cycle_ts: float | None  # wall clock of its last completed cycle; None before the first
+    seconds_since_cycle: float  # since that cycle (or since the loop began), on the monotonic clock
+    restarts: int  # after an unexpected exception, each logged with its error
+    last_error: str | None
+    stale: bool  # no completed cycle in a few intervals: /healthz fails with `problem`
+    problem: str | None
+
+
 class SidecarStatus(BaseModel):
     version: str
     started_at: float
@@ -104,6 +118,7 @@ class SidecarStatus(BaseModel):
     scrape_interval_seconds: float
     cycles: int
     last_cycle_seconds: float
+    loops: list[LoopStatus] = []
 
 
 class StatusResponse(BaseModel):
@@ -159,6 +174,14 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
     )
 
 
-def sidecar_status(started_at: float, now: float, interval: float, cycles: int, last: float) -> SidecarStatus:
+def loop_status(health: LoopHealth, interval: float) -> LoopStatus:
+    problem = health.problem(interval)
+    return LoopStatus(loop=health.loop, deployment=health.deployment, last_cycle_ts=health.last_cycle_ts,
+                      seconds_since_cycle=health.seconds_since_cycle(), restarts=health.restarts,
+                      last_error=health.last_error, stale=problem is not None, problem=problem)
+
+
+def sidecar_status(started_at: float, now: float, interval: float, cycles: int, last: float,
+                   loops: list[LoopStatus] | None = None) -> SidecarStatus:
     return SidecarStatus(version=__version__, started_at=started_at, now=now, scrape_interval_seconds=interval,
-                         cycles=cycles, last_cycle_seconds=last)
+                         cycles=cycles, last_cycle_seconds=last, loops=loops or [])

@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "signals": set(),
     "fetch": set(),
     "promql": {"escaping"},
-    "config": {"conventions"},
+    "config": {"conventions", "escaping"},
     "parse": {"conventions"},
     "slo": {"config", "conventions", "parse"},
     "telemetry": {"config", "conventions", "fetch", "parse"},

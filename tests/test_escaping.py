@@ -54,3 +54,8 @@ def test_every_escaped_value_parses_in_promql(tmp_path):
     path.write_text(yaml_text({"groups": [{"name": "escaped", "rules": rules}]}), encoding="utf-8")
     res = run_tool(PROMTOOL, "check", "rules", str(path))
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_label_name_is_checked_whole():
+    with pytest.raises(ValueError, match="not a Prometheus label name"):
+        matchers({"team\n": "x"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from monitor.config import parse_config
 from monitor.observations import Observations
 from monitor.parse.exposition import parse
@@ -110,3 +112,33 @@ def test_a_worker_scraped_directly_is_not_read_again_from_the_gateway_merge():
         obs.snapshot("d", t)
     assert obs.engines["d"].state(60).slis["tpot"].windows["5m"].events == 10 + 50
     assert "also scraped directly" in obs.statuses[("d", gw.id)].last_error
+
+
+def test_a_target_going_down_is_logged_once_with_its_reason_and_again_when_it_recovers(caplog):
+    obs = Observations(CFG)
+    with caplog.at_level(logging.INFO, logger="monitor.observations"):
+        obs.apply(ScrapeResult("d", SERVER, 0, 3.0, error="connection failed: refused"))  # down from the start
+        obs.apply(ScrapeResult("d", SERVER, 5, 3.0, error="timed out after 3s"))  # still down: said already
+        obs.apply(ok(SERVER, 10, exposition(tpot=[0.03])))
+        obs.apply(ok(SERVER, 15, exposition(tpot=[0.03])))
+        obs.apply(ScrapeResult("d", SERVER, 20, 3.0, error="HTTP 503"))
+        down = TelemetryResult(source="npu-smi", node="n", up=False, target=NPU.id, error="npu-smi: not found")
+        obs.apply(ScrapeResult("d", NPU, 20, 0.1, telemetry=down))
+        obs.apply(ScrapeResult("d", NPU, 25, 0.1, telemetry=down))
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [
+        (logging.WARNING, f"d {SERVER.id}: down: connection failed: refused"),
+        (logging.INFO, f"d {SERVER.id}: up again"),
+        (logging.WARNING, f"d {SERVER.id}: down: HTTP 503"),
+        (logging.WARNING, f"d {NPU.id}: down: npu-smi: not found"),
+    ], said
+
+
+def test_the_down_line_carries_no_credentials(caplog):
+    cfg = parse_config({"deployments": [{"name": "d", "targets": [
+        {"role": "server", "url": "http://user:s3cret@10.0.0.1:1/metrics"}]}]})
+    (target,) = cfg.deployments[0].targets
+    with caplog.at_level(logging.INFO, logger="monitor.observations"):
+        Observations(cfg).apply(ScrapeResult("d", target, 0, 1.0, error="connection failed to http://user:s3cret@10.0.0.1:1/metrics"))
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "s3cret" not in line and "***@" in line

@@ -66,3 +66,59 @@ def test_nan_shows_as_a_dash_in_the_status_table_and_target_warnings_are_listed(
 def test_target_warnings_reach_the_status_api():
     st = _status_with_nan()
     assert st.deployments[0].targets[0].warnings == ["sglang:x{}: no _sum: no mean reported"]
+
+
+def _window_series(status: StatusResponse, deployment: str) -> set[str]:
+    return {s.name for f in families_from_status(status) for s in f.samples
+            if s.labels.get("deployment") == deployment and "window" in s.labels}
+
+
+def test_before_the_first_completed_window_the_table_the_api_and_metrics_all_say_no_data():
+    import asyncio
+
+    from aiohttp import web
+
+    from monitor.sidecar import Sidecar
+    from tests.conftest import serve_routes
+    from tests.slo.helpers import exposition
+
+    async def handler(request):
+        return web.Response(text=exposition(tpot=[0.03] * 5))
+
+    async def go():
+        runner, base = await serve_routes({"/metrics": handler})
+        cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                             "targets": [{"role": "server", "url": f"{base}/metrics"}]}]})
+        clock = {"t": 1000.0}
+        sc = Sidecar(cfg, clock=lambda: clock["t"])
+        try:
+            before = sc.status()  # nothing scraped yet
+            await sc.run(once=True)
+            clock["t"] = 1002.0
+            first = sc.status()  # one scrape: its series start counting here, nothing measured yet
+            clock["t"] = 1005.0
+            await sc.run(once=True)
+            second = sc.status()
+        finally:
+            await sc.close()
+            await runner.cleanup()
+        return before, first, second
+
+    before, first, second = asyncio.run(go())
+    for st in (before, first):
+        (dep,) = st.deployments
+        (sli,) = dep.slis  # the SLI is listed, with its target, but no number
+        assert sli.sli == "tpot" and sli.target_seconds == 0.04 and sli.error_budget_remaining is None
+        for w in sli.windows:
+            assert (w.events, w.good_ratio, w.burn_rate, w.p99_seconds) == (None, None, None, None), w
+        assert not sli.breaching
+        row = next(line for line in render_table(st, color=False).splitlines() if line.startswith("d "))
+        assert "NO DATA" in row and "OK" not in row and "0.0x" not in row
+        assert _window_series(st, "d") == set()  # absent, not 0
+        names = {s.name for f in families_from_status(st) for s in f.samples}
+        assert "slo_monitor_sli_target_seconds" in names
+    # From the second scrape on there is a window: five seconds in which nothing happened.
+    w5 = second.deployments[0].slis[0].windows[0]
+    assert w5.events == 0 and w5.burn_rate == 0.0 and w5.good_ratio is None
+    row = next(line for line in render_table(second, color=False).splitlines() if line.startswith("d "))
+    assert "NO DATA" not in row and "0.0x" in row

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from monitor.config import ConfigError
 from monitor.interop.load import load_config
 
 
@@ -30,10 +31,17 @@ def _run(args: argparse.Namespace) -> int:
     from monitor.sidecar import serve
 
     config = load_config(args.config)
+    if not config.deployments:  # a sidecar with nothing to watch would look healthy and watch nothing
+        raise ConfigError(f"{args.config}: no deployments: nothing to monitor; add at least one under "
+                          "`deployments:` (examples/minimal.yaml shows the shape)")
     if args.shard:
         from monitor.scrape.shard import apply_shard
 
+        total = len(config.deployments)
         config = apply_shard(config, args.shard)
+        if not config.deployments:
+            raise ConfigError(f"{args.config}: --shard {args.shard} holds none of the {total} deployment"
+                              f"{'' if total == 1 else 's'} of the config; run fewer shards")
     host, port = parse_listen(args.listen) if args.listen else (None, None)
     asyncio.run(serve(config, host=host, port=port, recording_reset=args.recording_reset))
     return 0

@@ -39,7 +39,7 @@ def _sli_cells(s: SliStatus | None) -> list[str]:
 
 
 def _state(d: DeploymentStatus) -> tuple[str, str]:
-    if any(t.up is False and not t.placeholder for t in d.targets if t.role in ENGINE_ROLES):
+    if any(not t.up and not t.placeholder and t.scrapes for t in d.targets if t.role in ENGINE_ROLES):
         return "DOWN", RED
     if any(s.breaching for s in d.slis):
         return "BREACH", RED
@@ -48,6 +48,8 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
         return "BURNING", YELLOW
     if all(t.placeholder for t in d.targets) and d.targets:
         return "UNSET", DIM
+    if d.slis and all(w.events is None and w.burn_rate is None for s in d.slis for w in s.windows):
+        return "NO DATA", DIM  # nothing measured yet (or any more): not an OK with burn 0.0x
     return "OK", GREEN
 
 

@@ -144,7 +144,10 @@ DEADLINES = web.AppKey("request_deadlines", RequestDeadlines)
 
 
 def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse], *,
-              api_token: str | None = None, header_timeout: float = HEADER_TIMEOUT_SECONDS) -> web.Application:
+              api_token: str | None = None, header_timeout: float = HEADER_TIMEOUT_SECONDS,
+              problems: Callable[[], list[str]] | None = None) -> web.Application:
+    """`problems()` says what makes the sidecar unhealthy (e.g. a stuck loop): /healthz answers 503 with
+    them, 200 when there are none."""
     deadlines = RequestDeadlines(header_timeout)
 
     @web.middleware
@@ -167,6 +170,9 @@ def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse],
         return web.Response(body=body, headers={"Content-Type": ctype})
 
     async def healthz(request: web.Request) -> web.Response:
+        found = problems() if problems is not None else []
+        if found:
+            return web.json_response({"status": "unhealthy", "problems": found}, status=503)
         return web.json_response({"status": "ok"})
 
     async def api_status(request: web.Request) -> web.Response:

@@ -103,6 +103,24 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                 size.add_metric(lt, float(t.bytes))
     yield from (info, target, objective, edge, good, lower, upper, events, burn, budget, quant, mean, load,
                 rates, up, dur, samples, size, last, scrapes, errors, resets)
+    yield from loop_families(status)
+
+
+def loop_families(status: StatusResponse) -> Iterator[Metric]:
+    """The sidecar's own loops, so Prometheus can alert on a stuck one (generate/symptoms.py)."""
+    L = ["loop", "deployment"]  # deployment is empty for the sidecar's own loop
+    interval = GaugeMetricFamily(C.M_SCRAPE_INTERVAL, "The sidecar's scrape interval; a loop is stale after a few.")
+    interval.add_metric([], status.sidecar.scrape_interval_seconds)
+    last = GaugeMetricFamily(C.M_LOOP_LAST_CYCLE, "Unix time of the loop's last completed cycle (absent before the first).", labels=L)
+    age = GaugeMetricFamily(C.M_LOOP_CYCLE_AGE, "Seconds since the loop's last completed cycle (or since it began), on the monotonic clock.", labels=L)
+    restarts = CounterMetricFamily(C.M_LOOP_RESTARTS, "Restarts of the loop after an unexpected exception (each logged with its error).", labels=L)
+    for lp in status.sidecar.loops:
+        ls = [lp.loop, lp.deployment or ""]
+        if lp.last_cycle_ts is not None:
+            last.add_metric(ls, lp.last_cycle_ts)
+        age.add_metric(ls, lp.seconds_since_cycle)
+        restarts.add_metric(ls, float(lp.restarts))
+    yield from (interval, last, age, restarts)
 
 
 class SidecarCollector(Collector):

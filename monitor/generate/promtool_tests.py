@@ -19,11 +19,12 @@ from monitor.escaping import matchers
 from monitor.generate.options import Options
 from monitor.generate.plan import GoodputPlan, Plan, engine_selector, scraped_roles
 from monitor.generate.rules import burn_alerts, burn_factor
-from monitor.generate.symptoms import PAGE_ROLES, symptom_groups
+from monitor.generate.symptoms import PAGE_ROLES, global_groups, symptom_groups
 from monitor.promql import format_number, selector
 
 _VALUE = re.compile(r'\{\{ \$value \| printf "(%[^"]+)" \}\}')
 _LABEL = re.compile(r"\{\{ \$labels\.([a-zA-Z_][a-zA-Z0-9_]*) \}\}")
+_WITH_LABEL = re.compile(r"\{\{ with \$labels\.([a-zA-Z_][a-zA-Z0-9_]*) \}\}(.*?)\{\{ end \}\}")
 TOTAL_PER_STEP = 10_000.0
 # 2-minute steps: the 5m windows still hold 2-3 samples, and promtool has half the steps to evaluate.
 STEP = "2m"
@@ -32,8 +33,15 @@ STEP = "2m"
 def render(template: str, value: float, labels: dict[str, str]) -> str:
     """The subset of Prometheus' Go templates our annotations use."""
     text = _VALUE.sub(lambda m: m.group(1) % value, template)
+    text = _WITH_LABEL.sub(lambda m: m.group(2).replace("{{ . }}", labels[m.group(1)]) if labels.get(m.group(1))
+                           else "", text)
     text = _LABEL.sub(lambda m: labels.get(m.group(1), ""), text)
     return text.replace('{{ "{{" }}', "{{")
+
+
+def expanded_labels(rule: dict[str, Any]) -> dict[str, str]:
+    """An alert's labels as Prometheus expands them (the rule holds them escaped, see `rules.alert`)."""
+    return {k: render(v, 0.0, {}) for k, v in rule["labels"].items()}
 
 
 def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
@@ -59,7 +67,7 @@ def _expected(dep: Deployment, plan: Plan, error: float, alertname: str, pairs: 
              and (r["labels"]["long_window"], r["labels"]["short_window"]) in pairs]
     burn = error / plan.budget
     labels = {"deployment": dep.name, "sli": plan.sli}
-    return [{"exp_labels": {**labels, **r["labels"]},
+    return [{"exp_labels": {**labels, **expanded_labels(r)},
              "exp_annotations": {k: render(v, burn, labels) for k, v in r["annotations"].items()}} for r in rules]
 
 
@@ -103,7 +111,7 @@ def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
             "alert_rule_test": [
                 {"eval_time": opts.duration("2m"), "alertname": names.ALERT_TARGET_DOWN, "exp_alerts": []},
                 {"eval_time": opts.duration("6m"), "alertname": names.ALERT_TARGET_DOWN, "exp_alerts": [
-                    {"exp_labels": {**labels, **rule["labels"],
+                    {"exp_labels": {**labels, **expanded_labels(rule),
                                     "severity": "page" if role in PAGE_ROLES else "ticket"},
                      "exp_annotations": {k: render(v, 0, labels) for k, v in rule["annotations"].items()}}]}]}
 
@@ -134,3 +142,44 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
         tests.append(down)
     return {"rule_files": [f"../{names.rules_file(dep.name)}"], "evaluation_interval": opts.duration(STEP),
             "tests": tests}
+
+
+def _fired(rule: dict[str, Any], labels: dict[str, str], value: float) -> dict[str, Any]:
+    return {"exp_labels": {**labels, **expanded_labels(rule)},
+            "exp_annotations": {k: render(v, value, labels) for k, v in rule["annotations"].items()}}
+
+
+def self_test(opts: Options) -> dict[str, Any]:
+    """The sidecar's own alerts (`global_groups`): each quiet, then firing, at 1-minute steps."""
+    rules = {r["alert"]: r for g in global_groups(opts) for r in g["rules"]}
+    sidecar = {"instance": "127.0.0.1:9464", "job": names.SIDECAR_JOB}
+    stuck = {**sidecar, "loop": names.LOOP_SCRAPE, "deployment": "stuck-deployment"}
+    healthy = {**sidecar, "loop": names.LOOP_SCRAPE, "deployment": "healthy-deployment"}
+    own = {**sidecar, "loop": names.LOOP_SIDECAR}  # the sidecar's own loop has no deployment
+    age, restarts = names.M_LOOP_CYCLE_AGE, names.M_LOOP_RESTARTS
+    step, at = opts.duration("1m"), opts.duration
+    # Scrape interval 5 s: stale past 3 x 5 s. Ages in seconds (the sidecar's clock is not scaled).
+    return {"rule_files": [f"../{names.rules_file(names.SELF_RULES)}"], "evaluation_interval": step, "tests": [
+        {"name": "sidecar down", "interval": step,
+         "input_series": [{"series": selector("up", sidecar), "values": "1 1 0x10"}],
+         "alert_rule_test": [
+             {"eval_time": at("3m"), "alertname": names.ALERT_SIDECAR_DOWN, "exp_alerts": []},
+             {"eval_time": at("8m"), "alertname": names.ALERT_SIDECAR_DOWN,
+              "exp_alerts": [_fired(rules[names.ALERT_SIDECAR_DOWN], sidecar, 0)]}]},
+        {"name": "a loop with no completed cycle in 3 intervals", "interval": step,
+         "input_series": [{"series": selector(names.M_SCRAPE_INTERVAL, sidecar), "values": "5x15"},
+                          {"series": selector(age, stuck), "values": "3x4 60+60x10"},
+                          {"series": selector(age, own), "values": "3x4 60+60x10"},
+                          {"series": selector(age, healthy), "values": "3x15"}],
+         "alert_rule_test": [
+             {"eval_time": at("4m"), "alertname": names.ALERT_LOOP_STUCK, "exp_alerts": []},
+             {"eval_time": at("8m"), "alertname": names.ALERT_LOOP_STUCK,
+              "exp_alerts": [_fired(rules[names.ALERT_LOOP_STUCK], labels, 240) for labels in (stuck, own)]}]},
+        {"name": "a loop restarted after an error", "interval": step,
+         "input_series": [{"series": selector(restarts, stuck), "values": "0 0 0 1x12"},
+                          {"series": selector(restarts, healthy), "values": "0x15"}],
+         "alert_rule_test": [
+             {"eval_time": at("2m"), "alertname": names.ALERT_LOOP_RESTARTING, "exp_alerts": []},
+             {"eval_time": at("5m"), "alertname": names.ALERT_LOOP_RESTARTING,
+              "exp_alerts": [_fired(rules[names.ALERT_LOOP_RESTARTING], stuck, 1)]}]},
+    ]}

@@ -24,13 +24,11 @@ from monitor.conventions import (
     format_le,
     parse_duration,
 )
-from monitor.escaping import LABEL_NAME_RE, template_literal
+from monitor.escaping import template_literal
 from monitor.generate.options import Options
 from monitor.generate.plan import GoodputPlan, Plan, SLIPlan, engine_exclusions, engine_selector
 from monitor.promql import error_ratio, format_number, good_rate, mean_latency, selector, sum_rate
 
-RESERVED_LABELS = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
-                             "burn_rate_threshold", "role", "instance", "job", "alertname"})
 PERIOD_30D = 30 * 86400
 
 
@@ -39,17 +37,19 @@ def record(name: str, expr: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def alert(name: str, expr: str, for_: str | None, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    """An alerting rule. Prometheus expands its label values as templates, like its annotations: each
+    value here is literal text (a deployment's `team: "{{"` must neither break the file nor run)."""
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_:
         rule["for"] = for_
-    rule["labels"] = dict(sorted(labels.items()))
+    rule["labels"] = {k: template_literal(v) for k, v in sorted(labels.items())}
     rule["annotations"] = dict(sorted(annotations.items()))
     return rule
 
 
 def extra_labels(dep: Deployment) -> dict[str, str]:
-    """The deployment's own `labels:` (team, tier, ...) added to its alerts, when they are valid names."""
-    return {k: str(v) for k, v in sorted(dep.labels.items()) if LABEL_NAME_RE.match(k) and k not in RESERVED_LABELS}
+    """The deployment's own `labels:` (team, tier, ...) added to its alerts (names checked by the config)."""
+    return dict(sorted(dep.labels.items()))
 
 
 def burn_factor(nominal: float, period_seconds: int) -> float:

@@ -116,9 +116,33 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
 
 
 def global_groups(opts: Options) -> list[dict[str, Any]]:
-    return [{"name": "slo-monitor:self", "rules": [alert(
-        names.ALERT_SIDECAR_DOWN, f"{selector('up', {'job': names.SIDECAR_JOB})} == 0", opts.duration("5m"),
-        {"severity": "ticket"},
-        _ann("slo-monitor sidecar {{ $labels.instance }} is down",
-             "Prometheus cannot scrape the slo-monitor sidecar; its own SLO series and accelerator telemetry stop.",
-             "Check the sidecar process (slo-monitor run) and its listen address."))]}]
+    """The sidecar watched by Prometheus: down, a loop that completes no cycle, a loop that restarts."""
+    interval, age = selector(names.M_SCRAPE_INTERVAL, {}), selector(names.M_LOOP_CYCLE_AGE, {})
+    which = "its {{ $labels.loop }} loop{{ with $labels.deployment }} of deployment {{ . }}{{ end }}"
+    window = opts.duration("15m")
+    return [{"name": "slo-monitor:self", "rules": [
+        alert(names.ALERT_SIDECAR_DOWN, f"{selector('up', {'job': names.SIDECAR_JOB})} == 0", opts.duration("5m"),
+              {"severity": "ticket"},
+              _ann("slo-monitor sidecar {{ $labels.instance }} is down",
+                   "Prometheus cannot scrape the slo-monitor sidecar; its own SLO series and accelerator telemetry stop.",
+                   "Check the sidecar process (slo-monitor run) and its listen address.")),
+        # The loop's age is measured by the sidecar on its monotonic clock; the threshold is the one
+        # its /healthz applies, in its own scrape intervals.
+        alert(names.ALERT_LOOP_STUCK,
+              f"{age}\n> ignoring (loop, deployment) group_left ()\n({names.LOOP_STALE_INTERVALS} * {interval})",
+              opts.duration("1m"), {"severity": "ticket"},
+              _ann(f"slo-monitor {{{{ $labels.instance }}}}: {which} has completed no cycle for "
+                   "{{ $value | printf \"%.0f\" }}s",
+                   f"A loop of the sidecar completed no cycle in {names.LOOP_STALE_INTERVALS} scrape intervals: for "
+                   "a deployment its SLO series stop moving. The sidecar's /healthz fails with the same reason.",
+                   "Read /healthz and the sidecar's log (each failure is logged with its error); /api/v1/status "
+                   "lists every loop (sidecar.loops). Restart the sidecar if the loop does not recover.")),
+        alert(names.ALERT_LOOP_RESTARTING, f"increase({selector(names.M_LOOP_RESTARTS, {})}[{window}]) > 0", None,
+              {"severity": "ticket"},
+              _ann(f"slo-monitor {{{{ $labels.instance }}}}: {which} restarted after an error "
+                   f"({{{{ $value | printf \"%.0f\" }}}} in {window})",
+                   "An unexpected exception ended the loop and it was restarted (with a pause that grows while it "
+                   "keeps failing): a bug in the sidecar, or input it does not handle.",
+                   "The sidecar's log has the error with its traceback; /api/v1/status shows the loop's last "
+                   "error (sidecar.loops). Report it with that traceback.")),
+    ]}]

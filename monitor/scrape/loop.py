@@ -9,7 +9,6 @@ results feed belongs to the sink (`monitor.observations`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -18,24 +17,20 @@ from typing import Any, Protocol
 import aiohttp
 
 from monitor.config import Config, Deployment, Target
+from monitor.conventions import LOOP_SCRAPE, LOOP_SIDECAR
 from monitor.fetch import fetch
 from monitor.parse.exposition import ParseError, parse
 from monitor.parse.families import engine_wanted
 from monitor.parse.gateway import ROUTER_WANTED
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.shard import shard_of
+from monitor.scrape.supervise import LoopHealth, supervise
+from monitor.scrape.supervise import sleep as _sleep
 from monitor.telemetry.collect import DetailCache, collect
 
 log = logging.getLogger(__name__)
 
 TELEMETRY_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-    """Wait up to `seconds` (none when not positive), returning at once when `stop` is set."""
-    if seconds > 0:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), seconds)
 
 
 def explain_http_error(target: Target, error: str) -> str:
@@ -68,6 +63,9 @@ class Scraper:
         self.cycles = 0
         self.last_cycle_seconds = 0.0
         self.deployment_cycle_seconds: dict[str, float] = {}
+        # Each deployment's scrape loop, and the loop that closes every interval (`on_cycle`).
+        self.loops: dict[str, LoopHealth] = {d.name: LoopHealth(LOOP_SCRAPE, d.name) for d in config.deployments}
+        self.cycle_loop = LoopHealth(LOOP_SIDECAR)
         self._sem = asyncio.Semaphore(config.sidecar.max_concurrent_scrapes)
 
     def _timeout(self, target: Target) -> float:
@@ -110,11 +108,21 @@ class Scraper:
             self.sink.apply(result)
 
     async def _scrape_all(self, session: aiohttp.ClientSession, deps: list[Deployment]) -> None:
-        jobs = [self._scrape_into_sink(session, dep, t) for dep in deps for t in dep.targets]
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        for r in results:
-            if isinstance(r, Exception):  # a bug must not stop the loop; say where it was
-                log.error("scrape task failed: %r", r, exc_info=r)
+        pairs = [(dep, t) for dep in deps for t in dep.targets]
+        results = await asyncio.gather(*(self._scrape_into_sink(session, dep, t) for dep, t in pairs),
+                                       return_exceptions=True)
+        for (dep, target), r in zip(pairs, results):
+            if isinstance(r, Exception):  # a bug must not stop the loop: say where, and fail the scrape
+                log.error("%s: a scrape failed on an internal error: %r", dep.name, r, exc_info=r)
+                self._internal_error(dep, target, r)
+
+    def _internal_error(self, dep: Deployment, target: Target, err: Exception) -> None:
+        """The target's scrape counts as failed with the error as its reason (counted, shown, logged)."""
+        try:
+            self.sink.apply(ScrapeResult(dep.name, target, self.clock(), 0.0,
+                                         error=f"internal error: {type(err).__name__}: {err}"))
+        except Exception:
+            log.exception("%s: could not mark the target's scrape as failed either", dep.name)
 
     async def cycle(self, session: aiohttp.ClientSession) -> float:
         """Scrape every target once, then close every deployment's cycle (tests, `--once`, no stagger)."""
@@ -123,6 +131,7 @@ class Scraper:
         now = self.clock()
         for dep in self.config.deployments:
             self.sink.snapshot(dep.name, now)
+            self.loops[dep.name].completed(now)
         self.cycles += 1
         self.last_cycle_seconds = time.perf_counter() - started
         return now
@@ -135,30 +144,43 @@ class Scraper:
         return shard_of(dep.name, 10_000) / 10_000 * interval
 
     async def _deployment_loop(self, session: aiohttp.ClientSession, dep: Deployment, stop: asyncio.Event) -> None:
-        interval = self.config.sidecar.scrape_interval_seconds
         await _sleep(stop, self.offset(dep))
+        await supervise(lambda: self._deployment_cycles(session, dep, stop), self.loops[dep.name], stop,
+                        self.config.sidecar.scrape_interval_seconds)
+
+    async def _deployment_cycles(self, session: aiohttp.ClientSession, dep: Deployment, stop: asyncio.Event) -> None:
+        interval = self.config.sidecar.scrape_interval_seconds
         while not stop.is_set():
             begun = time.monotonic()
             await self._scrape_all(session, [dep])
-            self.sink.snapshot(dep.name, self.clock())
+            ts = self.clock()
+            self.sink.snapshot(dep.name, ts)
+            self.loops[dep.name].completed(ts)
             took = time.monotonic() - begun
             self.deployment_cycle_seconds[dep.name] = took
             await _sleep(stop, interval - took)
 
     async def run(self, stop: asyncio.Event, on_cycle: Callable[[float], Any] | None = None) -> None:
+        """Scrape on schedule until `stop`; `on_cycle(now)` once per interval. Every loop is supervised."""
         interval = self.config.sidecar.scrape_interval_seconds
+        for health in (*self.loops.values(), self.cycle_loop):
+            health.start()
         connector = aiohttp.TCPConnector(limit=self.config.sidecar.max_concurrent_scrapes)
         async with aiohttp.ClientSession(connector=connector) as session:
             if not self.config.sidecar.stagger_scrapes:
-                while not stop.is_set():
-                    begun = time.monotonic()
-                    now = await self.cycle(session)
-                    if on_cycle is not None:
-                        on_cycle(now)
-                    await _sleep(stop, interval - (time.monotonic() - begun))
+                async def cycles() -> None:
+                    while not stop.is_set():
+                        begun = time.monotonic()
+                        now = await self.cycle(session)
+                        if on_cycle is not None:
+                            on_cycle(now)
+                        self.cycle_loop.completed(now)
+                        await _sleep(stop, interval - (time.monotonic() - begun))
+
+                await supervise(cycles, self.cycle_loop, stop, interval)
                 return
-            loops = [asyncio.create_task(self._deployment_loop(session, d, stop)) for d in self.config.deployments]
-            try:
+
+            async def ticks() -> None:
                 while not stop.is_set():
                     await _sleep(stop, interval)
                     if stop.is_set():
@@ -166,8 +188,14 @@ class Scraper:
                     # One "cycle" = one interval in which every deployment was scraped once.
                     self.cycles += 1
                     self.last_cycle_seconds = max(self.deployment_cycle_seconds.values(), default=0.0)
+                    now = self.clock()
                     if on_cycle is not None:
-                        on_cycle(self.clock())
+                        on_cycle(now)
+                    self.cycle_loop.completed(now)
+
+            loops = [asyncio.create_task(self._deployment_loop(session, d, stop)) for d in self.config.deployments]
+            try:
+                await supervise(ticks, self.cycle_loop, stop, interval)
             finally:
                 for task in loops:
                     task.cancel()

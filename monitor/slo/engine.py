@@ -148,12 +148,12 @@ class DeploymentEngine:
                 counters[cname] = sum(vals)
         return hists, counters
 
-    def snapshot(self, ts: float) -> Snapshot:
-        """Record the deployment's merged state at `ts` (once per scrape cycle)."""
+    def snapshot(self, ts: float) -> float:
+        """Record the deployment's merged state at `ts` (once per scrape cycle). Returns how far the
+        history was moved back because `ts` is before the latest snapshot (the wall clock stepped
+        back; 0.0 normally): see `SnapshotStore.append`."""
         hists, counters = self._merged()
-        snap = Snapshot(ts, hists, counters)
-        self.store.append(snap, BudgetPoint(ts, self._good(hists)))
-        return snap
+        return self.store.append(Snapshot(ts, hists, counters), BudgetPoint(ts, self._good(hists)))
 
     def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:
         slis = compute_sli_states(self.deployment, self.store, now, windows)

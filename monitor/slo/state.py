@@ -4,7 +4,10 @@ Semantics follow Sloth/Pyrra and the SRE workbook:
   SLI (good ratio)   = good events / all events in the window, good = latency <= target
   burn rate          = (1 - SLI) / (1 - objective)        (1.0 spends the budget exactly over the period)
   budget remaining   = 1 - bad / (total * (1 - objective)) over the period (or the history we have)
-An empty window has no SLI (None: nothing is exported, nothing pages) and a burn rate of 0.
+An empty window has no SLI (None: nothing is exported, nothing pages) and a burn rate of 0. A window
+in which nothing was measured (no snapshot before the latest one in it: before the second scrape, or
+when scraping stopped for longer than the window) has no numbers at all: NaN, shown as "no data" and
+exported as nothing, never as an idle window's 0.
 """
 
 from __future__ import annotations
@@ -86,6 +89,12 @@ def window_state(name: str, seconds: float, current: Hist, start: Hist | None, c
     )
 
 
+def no_data_window(name: str, seconds: float) -> WindowState:
+    return WindowState(window=name, seconds=seconds, covered_seconds=0.0, events=math.nan, good_ratio=None,
+                       good_ratio_lower=None, good_ratio_upper=None, burn_rate=math.nan,
+                       quantiles={q: None for q in QUANTILES}, mean=None)
+
+
 def budget_remaining(good_now: tuple[float, float], good_then: tuple[float, float] | None,
                      objective: float) -> float | None:
     if good_then is None:
@@ -107,13 +116,11 @@ def compute_sli_states(dep: Deployment, store: SnapshotStore, now: float,
                        windows: Mapping[str, int] = SIDECAR_WINDOWS) -> dict[str, SliState]:
     latest = store.latest()
     out: dict[str, SliState] = {}
-    if latest is None:
-        return out
     oldest = store.oldest()
     for sli in dep.slis:
         target = dep.target_seconds(sli)
         assert target is not None
-        current = latest.hists.get(sli)
+        current = latest.hists.get(sli) if latest is not None else None
         if current is None:
             # No request has finished yet (SGLang exports a family only once observed): report
             # the SLI with empty windows rather than leave it out of the status.
@@ -123,7 +130,10 @@ def compute_sli_states(dep: Deployment, store: SnapshotStore, now: float,
         wins: dict[str, WindowState] = {}
         for wname, secs in windows.items():
             start_snap = store.window_start(now, secs)
-            start = start_snap.hists.get(sli) if start_snap else None
+            if latest is None or start_snap is None or start_snap.ts >= latest.ts:
+                wins[wname] = no_data_window(wname, secs)  # nothing to take a difference from
+                continue
+            start = start_snap.hists.get(sli)
             covered = now - start_snap.ts if start_snap else 0.0
             if start_snap is oldest and oldest is not None and oldest.ts > now - secs:
                 covered = now - oldest.ts

@@ -50,9 +50,14 @@ class SnapshotStore:
     def __len__(self) -> int:
         return len(self.fine) + len(self.coarse)
 
-    def append(self, snap: Snapshot, budget: BudgetPoint | None = None) -> None:
-        if self.fine and snap.ts < self.fine[-1].ts:
-            raise ValueError("snapshots must be appended in time order")
+    def append(self, snap: Snapshot, budget: BudgetPoint | None = None) -> float:
+        """Add the newest snapshot; returns how far the history was moved (0.0, or negative when `snap`
+        is dated before the latest one: the wall clock stepped back, see `_rebase`)."""
+        shift = 0.0
+        latest = self.latest()
+        if latest is not None and snap.ts < latest.ts:
+            shift = snap.ts - latest.ts - self._last_gap()
+            self._rebase(shift)
         snap = Snapshot(snap.ts, {k: compact(h) for k, h in snap.hists.items()}, snap.counters)
         self.fine.append(snap)
         while self.fine and self.fine[0].ts < snap.ts - self.fine_horizon:
@@ -66,6 +71,21 @@ class SnapshotStore:
             self.long.append(budget)
         while len(self.long) > 1 and self.long[1].ts <= snap.ts - self.long_horizon:
             self.long.popleft()
+        return shift
+
+    def _last_gap(self) -> float:
+        """Time between the two newest snapshots (the scrape interval), 0 with fewer than two."""
+        newest = [*list(self.coarse)[-2:], *list(self.fine)[-2:]][-2:]
+        return newest[1].ts - newest[0].ts if len(newest) == 2 else 0.0
+
+    def _rebase(self, shift: float) -> None:
+        """Move the whole history by `shift` seconds. A snapshot dated before the latest one means the
+        wall clock stepped back (NTP step, VM resume): what was recorded happened before it all the
+        same, so the history moves back with the clock, its newest snapshot one interval before the
+        new one, and every window keeps its length and its events."""
+        self.fine = deque(s._replace(ts=s.ts + shift) for s in self.fine)
+        self.coarse = deque(s._replace(ts=s.ts + shift) for s in self.coarse)
+        self.long = deque(p._replace(ts=p.ts + shift) for p in self.long)
 
     def snapshots(self) -> Iterator[Snapshot]:
         yield from self.coarse

@@ -101,3 +101,74 @@ def test_credentials_in_target_urls_are_redacted():
 
     assert redact("http://user:s3cret@10.0.0.1:8000/metrics") == "http://***@10.0.0.1:8000/metrics"
     assert redact("connection failed to http://a:b@h/x") == "connection failed to http://***@h/x"
+
+
+def test_a_stuck_deployment_loop_fails_healthz_with_the_reason_and_shows_in_metrics_and_status():
+    """One deployment's loop cannot complete a cycle (a persistent bug): /healthz says which and since
+    when, /metrics carries every loop's last cycle, its age and its restarts, the API the same."""
+    async def handler(request):
+        return web.Response(text=exposition(tpot=[0.03] * 5))
+
+    async def go():
+        runner, base = await serve_routes({"/metrics": handler})
+        cfg = parse_config({
+            "sidecar": {"scrape_interval_seconds": 0.2, "scrape_timeout_seconds": 0.2},
+            "deployments": [{"name": n, "tpot_target_seconds": 0.04,
+                             "targets": [{"role": "server", "url": f"{base}/metrics"}]} for n in ("fine", "stuck")],
+        })
+        sc = Sidecar(cfg)
+        real = sc.observations.snapshot
+
+        def snapshot(deployment, ts):
+            if deployment == "stuck":
+                raise RuntimeError("a bug in closing the cycle")
+            real(deployment, ts)
+
+        sc.observations.snapshot = snapshot
+        port = await sc.start_http("127.0.0.1", 0)
+        url = f"http://127.0.0.1:{port}"
+        task = asyncio.create_task(sc.run())
+        try:
+            async with aiohttp.ClientSession() as s:
+                async with s.get(url + "/healthz") as r:
+                    early = r.status  # no loop is overdue yet
+                await asyncio.sleep(1.5)  # > 3 intervals
+                async with s.get(url + "/healthz") as r:
+                    health = (r.status, await r.json())
+                async with s.get(url + "/metrics") as r:
+                    metrics = await r.text()
+                async with s.get(url + "/api/v1/status") as r:
+                    status = await r.json()
+        finally:
+            sc.stop()
+            await asyncio.wait_for(task, 10)
+            await sc.close()
+            await runner.cleanup()
+        return early, health, metrics, status
+
+    early, (code, body), metrics, status = asyncio.run(go())
+    assert early == 200
+    assert code == 503 and body["status"] == "unhealthy"
+    (problem,) = body["problems"]
+    assert "stuck" in problem and "scrape loop" in problem and "no completed cycle" in problem
+    assert "a bug in closing the cycle" in problem and "restart" in problem
+    lines = metrics.splitlines()
+    assert any(line.startswith('slo_monitor_loop_last_cycle_timestamp_seconds{deployment="fine",loop="scrape"}')
+               for line in lines)
+    assert not any(line.startswith('slo_monitor_loop_last_cycle_timestamp_seconds{deployment="stuck"') for line in lines)
+    age = next(float(line.rsplit(" ", 1)[1]) for line in lines
+               if line.startswith('slo_monitor_loop_last_cycle_age_seconds{deployment="stuck",loop="scrape"}'))
+    assert age > 0.6
+    restarts = next(float(line.rsplit(" ", 1)[1]) for line in lines
+                    if line.startswith('slo_monitor_loop_restarts_total{deployment="stuck",loop="scrape"}'))
+    assert restarts >= 2
+    assert 'slo_monitor_loop_restarts_total{deployment="fine",loop="scrape"} 0.0' in lines
+    assert any(line.startswith('slo_monitor_loop_last_cycle_timestamp_seconds{deployment="",loop="sidecar"}')
+               for line in lines)
+    assert "slo_monitor_scrape_interval_seconds 0.2" in lines
+    if shutil.which("promtool"):
+        res = subprocess.run(["promtool", "check", "metrics"], input=metrics, capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+    loops = {(lp["loop"], lp["deployment"]): lp for lp in status["sidecar"]["loops"]}
+    assert loops[("scrape", "stuck")]["stale"] and loops[("scrape", "stuck")]["last_cycle_ts"] is None
+    assert not loops[("scrape", "fine")]["stale"] and not loops[("sidecar", None)]["stale"]

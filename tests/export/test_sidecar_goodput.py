@@ -60,3 +60,20 @@ def test_goodput_and_source_agreement(tmp_path):
 
     assert total("slo_monitor_request_log_finished_requests_total") == len(records)
     assert total("slo_monitor_goodput_requests_total") == gp["1h"].good
+
+
+def test_a_missing_request_log_directory_is_logged_once_and_again_when_it_appears(tmp_path, caplog):
+    import logging
+
+    logs = tmp_path / "metrics"
+    cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.05, "targets": [
+        {"role": "request-log", "path": str(logs), "name": "decode-log"}]}]})
+    sc = Sidecar(cfg)
+    with caplog.at_level(logging.INFO, logger="monitor.observations"):
+        sc.poll_request_logs(1000.0)
+        sc.poll_request_logs(1005.0)
+        logs.mkdir()
+        sc.poll_request_logs(1010.0)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and said[0].startswith("d decode-log: down: request-log directory") and str(logs) in said[0]
+    assert said[1] == "d decode-log: up again"

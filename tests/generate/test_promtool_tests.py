@@ -17,6 +17,12 @@ def test_render_fills_the_value_and_labels_and_prints_escaped_braces():
     assert render(text, 14.4, {"instance": "i:1"}) == "x 14.40 on i:1 {{"
 
 
+def test_render_prints_a_with_block_only_when_its_label_is_set():
+    text = "its {{ $labels.loop }} loop{{ with $labels.deployment }} of deployment {{ . }}{{ end }} is stuck"
+    assert render(text, 0, {"loop": "scrape", "deployment": "d"}) == "its scrape loop of deployment d is stuck"
+    assert render(text, 0, {"loop": "sidecar"}) == "its sidecar loop is stuck"
+
+
 def test_one_case_per_burn_scenario_plus_the_target_down_case():
     plans = plan_slis(DEP, Options())
     doc = promtool_test(DEP, plans, Options())

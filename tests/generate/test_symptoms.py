@@ -55,7 +55,13 @@ def test_for_durations_follow_the_time_scale():
     assert scaled[names.ALERT_TARGET_DOWN][0]["for"] == "2s" and scaled[names.ALERT_QUEUE_GROWING][0]["for"] == "10s"
 
 
-def test_the_sidecar_down_alert_selects_the_sidecar_job():
+def test_the_self_rules_alert_on_a_down_sidecar_a_stuck_loop_and_a_restarting_loop():
     (group,) = global_groups(Options())
-    (r,) = group["rules"]
-    assert r["alert"] == names.ALERT_SIDECAR_DOWN and f'job="{names.SIDECAR_JOB}"' in r["expr"]
+    down, stuck, restarting = group["rules"]
+    assert down["alert"] == names.ALERT_SIDECAR_DOWN and f'job="{names.SIDECAR_JOB}"' in down["expr"]
+    # Stale after the same number of the sidecar's own intervals as its /healthz.
+    assert stuck["alert"] == names.ALERT_LOOP_STUCK and names.M_LOOP_CYCLE_AGE in stuck["expr"]
+    assert f"{names.LOOP_STALE_INTERVALS} * {names.M_SCRAPE_INTERVAL}" in stuck["expr"]
+    assert restarting["alert"] == names.ALERT_LOOP_RESTARTING and names.M_LOOP_RESTARTS in restarting["expr"]
+    (scaled,) = global_groups(Options(time_scale=60))
+    assert scaled["rules"][1]["for"] == "1s" and "[15s]" in scaled["rules"][2]["expr"]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -46,6 +47,14 @@ def _config(port, path):
     })
 
 
+async def _ticks(sc: Sidecar, state: dict, clock: Clock, *ticks: tuple[float, int, int]) -> None:
+    """One scrape cycle (and recording tick) per (time, good, bad) the server then reports."""
+    for t, good, bad in ticks:
+        clock.t = t
+        state.update(good=good, bad=bad)
+        await sc.run(once=True)
+
+
 def test_windows_survive_a_sidecar_restart(tmp_path):
     path = tmp_path / "rec.sqlite"
 
@@ -55,10 +64,7 @@ def test_windows_survive_a_sidecar_restart(tmp_path):
         clock = Clock(1000.0)
         try:
             sc = Sidecar(_config(port, path), clock=clock)
-            await sc.run(once=True)
-            state.update(good=90, bad=10)
-            clock.t = 1060
-            await sc.run(once=True)
+            await _ticks(sc, state, clock, (1000, 0, 0), (1060, 90, 10))
             await sc.close()
             # The SGLang server restarts while the sidecar is down: counters begin again.
             state.update(good=5, bad=5)
@@ -334,3 +340,64 @@ def test_a_failing_write_is_logged_and_the_sidecar_keeps_going(tmp_path, caplog)
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "rec.sqlite" in errors[0].getMessage() and "disk is full" in errors[0].getMessage()
     assert any("writing again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_recording_holding_snapshots_dated_in_the_future_restores_the_rest_and_says_so(tmp_path, caplog):
+    """A clock that ran ahead while the last run recorded (then was stepped back) must not stop the next run."""
+    path = tmp_path / "rec.sqlite"
+
+    async def go():
+        state = {"good": 0, "bad": 0}
+        runner, port = await _server(state)
+        clock = Clock(1000.0)
+        try:
+            sc = Sidecar(_config(port, path), clock=clock)
+            # The clock jumps an hour ahead for the last tick ...
+            await _ticks(sc, state, clock, (1000, 0, 0), (1060, 90, 10), (1060 + 3600, 95, 10))
+            await sc.close()
+            clock.t = 1120  # ... and is stepped back before the restart
+            state.update(good=100, bad=10)
+            sc2 = Sidecar(_config(port, path), clock=clock)
+            restored = dict(sc2.restored)
+            await sc2.run(once=True)
+            clock.t = 1180
+            await sc2.run(once=True)
+            st = sc2.status()
+            await sc2.close()
+            return restored, st
+        finally:
+            await runner.cleanup()
+
+    with caplog.at_level(logging.INFO):
+        restored, st = asyncio.run(go())
+    assert restored == {"d": 2}
+    w = st.deployments[0].slis[0].windows[0]
+    # Everything scraped since 1000 counts once: the misdated tick's counts continue from its book.
+    assert w.events == 110 and abs(w.good_ratio - 100 / 110) < 1e-9
+    future = [r for r in caplog.records if "future" in r.getMessage()]
+    assert len(future) == 1 and future[0].levelno == logging.WARNING
+    assert "rec.sqlite" in future[0].getMessage() and "1 snapshot" in future[0].getMessage()
+
+
+def test_a_clock_stepping_back_does_not_pause_the_recording(tmp_path):
+    async def go():
+        runner, port = await _server({"good": 5, "bad": 0})
+        clock = Clock(5000.0)
+        try:
+            sc = Sidecar(_config(port, tmp_path / "rec.sqlite"), clock=clock)
+            await sc.run(once=True)  # records at 5000
+            clock.t = 5000.0 - 3600  # NTP steps the clock back an hour
+            async with aiohttp.ClientSession() as session:
+                await sc.scraper.cycle(session)
+            written = sc.record(clock.t)  # the interval is 1 s: due now, not in an hour
+            again = sc.record(clock.t + 0.5)
+            await sc.close()
+            return written, again
+        finally:
+            await runner.cleanup()
+
+    written, again = asyncio.run(go())
+    assert written and not again
+    rec = Recording(tmp_path / "rec.sqlite", readonly=True)
+    assert [s.ts for s in rec.snapshots("d")] == [5000.0 - 3600, 5000.0]
+    rec.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import aiohttp
@@ -263,14 +264,15 @@ GATEWAY_LISTENERS = {  # fixture -> (workers, healthy, circuit open) the capture
 SMG_PD_ENGINE = GATEWAY_FIXTURES / "smg_1.13.0_pd_engine_metrics.txt"
 
 
-def run_cycles(routes: dict, targets, cycles: int = 1):
-    """Serve `routes`, scrape one deployment with `targets(base_url)` `cycles` times; return the scraper."""
+def run_cycles(routes: dict, targets, cycles: int = 1, sink=Observations):
+    """Serve `routes`, scrape one deployment with `targets(base_url)` `cycles` times into `sink(config)`;
+    return the scraper."""
     async def go():
         runner, u = await serve_routes(routes)
         cfg = parse_config({"sidecar": {"scrape_interval_seconds": 2, "scrape_timeout_seconds": 2},
                             "deployments": [{"name": "d", "tpot_target_seconds": 0.04, "ttft_target_seconds": 2,
                                              "targets": targets(u)}]})
-        scraper = Scraper(cfg, Observations(cfg))
+        scraper = Scraper(cfg, sink(cfg))
         try:
             async with aiohttp.ClientSession() as s:
                 for _ in range(cycles):
@@ -360,3 +362,136 @@ def test_an_engine_metrics_target_that_fails_drops_its_workers_load():
     eng = scraper.sink.engines["d"]
     assert eng.state(eng.store.latest().ts).load == {}  # no stale gauges from either worker
     assert scraped_totals(eng) == (196, 200)  # the counts seen stay
+
+
+def test_a_deployment_loop_survives_the_wall_clock_stepping_back_and_says_so_once(caplog):
+    offset = {"s": 0.0}
+
+    async def good(request):
+        return web.Response(text=exposition(tpot=[0.03] * 10))
+
+    async def go():
+        runner, u = await serve_routes({"/metrics": good})
+        cfg = parse_config({"sidecar": {"scrape_interval_seconds": 0.2, "scrape_timeout_seconds": 0.2},
+                            "deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                             "targets": [{"role": "server", "url": f"{u}/metrics"}]}]})
+        obs = Observations(cfg)
+        scraper = Scraper(cfg, obs, clock=lambda: time.time() + offset["s"])
+        stop = asyncio.Event()
+        task = asyncio.create_task(scraper.run(stop))
+        await asyncio.sleep(1.2)
+        before = len(obs.engines["d"].store)
+        offset["s"] = -3600.0  # NTP steps the clock back an hour
+        await asyncio.sleep(1.5)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runner.cleanup()
+        return obs, scraper, before
+
+    with caplog.at_level(logging.INFO):
+        obs, scraper, before = asyncio.run(go())
+    store = obs.engines["d"].store
+    assert len(store) >= before + 3  # the loop went on after the step
+    assert abs(store.latest().ts - (time.time() - 3600.0)) < 5  # in the new time line
+    stamps = [s.ts for s in store.snapshots()]
+    assert stamps == sorted(stamps)
+    steps = [r for r in caplog.records if "clock" in r.getMessage()]
+    assert len(steps) == 1 and steps[0].levelno == logging.WARNING, [r.getMessage() for r in steps]
+    assert "d" in steps[0].getMessage() and "back" in steps[0].getMessage()
+    assert scraper.loops["d"].restarts == 0
+
+
+class _Failing(Observations):
+    """Observations whose snapshot of some deployments raises: `always` every time, `once` the first time."""
+
+    def __init__(self, cfg, always=(), once=()):
+        super().__init__(cfg)
+        self.always, self.once = set(always), set(once)
+
+    def snapshot(self, deployment, ts):
+        if deployment in self.always:
+            raise RuntimeError(f"bug closing {deployment}")
+        if deployment in self.once:
+            self.once.discard(deployment)
+            raise KeyError("transient")
+        super().snapshot(deployment, ts)
+
+
+def test_an_unexpected_error_is_logged_counted_and_the_loop_restarted_with_a_bounded_backoff(caplog):
+    async def good(request):
+        return web.Response(text=exposition(tpot=[0.03] * 10))
+
+    async def go():
+        runner, u = await serve_routes({"/metrics": good})
+        cfg = parse_config({"sidecar": {"scrape_interval_seconds": 0.1, "scrape_timeout_seconds": 0.1},
+                            "deployments": [{"name": n, "tpot_target_seconds": 0.04,
+                                             "targets": [{"role": "server", "url": f"{u}/metrics"}]}
+                                            for n in ("broken", "flaky", "fine")]})
+        sink = _Failing(cfg, always={"broken"}, once={"flaky"})
+        scraper = Scraper(cfg, sink)
+        stop = asyncio.Event()
+        task = asyncio.create_task(scraper.run(stop))
+        await asyncio.sleep(3.0)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await runner.cleanup()
+        return sink, scraper
+
+    with caplog.at_level(logging.INFO):
+        sink, scraper = asyncio.run(go())
+    broken, flaky, fine = (scraper.loops[n] for n in ("broken", "flaky", "fine"))
+    # A persistent bug restarts the loop with a growing pause, not thirty times a second.
+    assert 2 <= broken.restarts <= 8, broken.restarts
+    assert broken.last_cycle_ts is None and "bug closing broken" in broken.last_error
+    assert flaky.restarts == 1 and flaky.last_cycle_ts is not None and len(sink.engines["flaky"].store) >= 5
+    assert fine.restarts == 0 and len(sink.engines["fine"].store) >= 10  # the others never noticed
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR and "broken" in r.getMessage()]
+    assert errors and errors[0].exc_info is not None  # the traceback, once
+    assert sum(1 for r in errors if r.exc_info) == 1  # the same error again is one line each
+    assert any("flaky" in r.getMessage() and "restart" in r.getMessage() for r in caplog.records)
+
+
+class _BadApply(Observations):
+    """Observations with a bug in applying one target's successful scrape."""
+
+    def apply(self, result):
+        if result.error is None and result.target.url.endswith("/bad"):
+            raise ZeroDivisionError("division by zero")
+        super().apply(result)
+
+
+def test_a_bug_applying_one_target_fails_that_scrape_with_the_reason_and_the_cycle_goes_on(caplog):
+    good = fixture_handler(exposition(tpot=[0.03] * 10))
+    with caplog.at_level(logging.INFO):
+        scraper = run_cycles({"/good": good, "/bad": good}, lambda u: [
+            {"role": "server", "url": f"{u}/good"}, {"role": "server", "url": f"{u}/bad"}], sink=_BadApply)
+    st = {k[1].rsplit("/", 1)[-1]: v for k, v in scraper.sink.statuses.items()}
+    assert st["good"].up and len(scraper.sink.engines["d"].store) == 1
+    assert not st["bad"].up and st["bad"].errors == 1
+    assert st["bad"].last_error == "internal error: ZeroDivisionError: division by zero"
+    assert any(r.exc_info and "internal error" in r.getMessage() for r in caplog.records)
+
+
+def test_the_sidecar_cycle_is_restarted_after_an_unexpected_error(caplog):
+    async def go():
+        cfg = parse_config({"sidecar": {"scrape_interval_seconds": 0.1, "scrape_timeout_seconds": 0.1},
+                            "deployments": [{"name": "d", "tpot_target_seconds": 0.04}]})
+        scraper = Scraper(cfg, Observations(cfg))
+        calls = []
+
+        def on_cycle(now):
+            calls.append(now)
+            if len(calls) == 2:
+                raise OSError("request-log directory vanished")
+
+        stop = asyncio.Event()
+        task = asyncio.create_task(scraper.run(stop, on_cycle=on_cycle))
+        await asyncio.sleep(1.5)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        return scraper, calls
+
+    with caplog.at_level(logging.INFO):
+        scraper, calls = asyncio.run(go())
+    assert scraper.cycle_loop.restarts == 1 and len(calls) >= 5
+    assert "request-log directory vanished" in scraper.cycle_loop.last_error

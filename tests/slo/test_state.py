@@ -63,15 +63,34 @@ def _dep(**kw) -> Deployment:
     return Deployment(name="d", tpot_target_seconds=0.04, objective=0.9, buckets={"tpot": list(EDGES[:-1])}, **kw)
 
 
-def test_an_empty_store_has_no_sli_state():
-    assert compute_sli_states(_dep(), SnapshotStore(), 100.0) == {}
+def test_with_fewer_than_two_snapshots_every_window_has_no_data_not_an_empty_one():
+    store = SnapshotStore()
+    for st in (compute_sli_states(_dep(), store, 100.0)["tpot"],
+               (store.append(Snapshot(0.0, {}, {}), BudgetPoint(0.0, {})),
+                compute_sli_states(_dep(), store, 10.0)["tpot"])[1]):
+        assert st.target_seconds == 0.04 and st.budget_remaining is None
+        for w in st.windows.values():
+            assert math.isnan(w.events) and math.isnan(w.burn_rate) and w.good_ratio is None
+            assert w.covered_seconds == 0 and set(w.quantiles.values()) == {None}
 
 
 def test_an_sli_not_yet_observed_has_empty_windows_not_a_ratio():
     store = SnapshotStore()
     store.append(Snapshot(0.0, {}, {}), BudgetPoint(0.0, {}))
+    store.append(Snapshot(5.0, {}, {}), BudgetPoint(5.0, {}))
     st = compute_sli_states(_dep(), store, 10.0)["tpot"]
-    assert st.windows["5m"].events == 0 and st.windows["5m"].good_ratio is None and st.budget_remaining is None
+    w = st.windows["5m"]
+    assert w.events == 0 and w.good_ratio is None and w.burn_rate == 0.0 and st.budget_remaining is None
+
+
+def test_a_window_after_the_last_snapshot_has_no_data():
+    """Scraping stopped 10 minutes ago: the 5m window measured nothing; the 1h one still holds data."""
+    store = SnapshotStore()
+    for ts, cum in ((0.0, (0.0, 0.0, 0.0, 0.0)), (60.0, (4.0, 8.0, 9.0, 10.0))):
+        store.append(Snapshot(ts, {"tpot": hist(cum)}, {}), BudgetPoint(ts, {"tpot": good_total(hist(cum), 0.04)}))
+    st = compute_sli_states(_dep(), store, 660.0, {"5m": 300, "1h": 3600})["tpot"]
+    assert math.isnan(st.windows["5m"].events) and math.isnan(st.windows["5m"].burn_rate)
+    assert st.windows["1h"].events == 10
 
 
 def test_a_window_longer_than_the_history_reports_what_it_covers():
