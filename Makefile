@@ -3,6 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# SGLang's own bench_serving, as shipped in the sglang 0.5.23 wheel, installed without its runtime
+# dependencies (torch, CUDA) into a directory of its own; monitor/emulate/bench_serving.py runs it.
+SGLANG_WHEEL_DIR := $(VENV)/sglang-0.5.23
 # The gateways live in their own venvs under the project's venv: smg 1.13 installs a `smg` binary that
 # clashes with sglang-router 0.3.2's (installed by the dev extra into .venv itself).
 # monitor/emulate/router.py finds them at $(VENV)/gateways/<name>-<version>/bin.
@@ -17,6 +20,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps --upgrade --target $(SGLANG_WHEEL_DIR) sglang==0.5.23
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench import big, detection, fleet, leading, parse_cpu
+from bench import big, detection, emulator, fleet, leading, parse_cpu
 from bench.expositions import catalogue
 from bench.table import markdown
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BENCHES = ("parse", "fleet", "big", "detection", "leading")
+BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator")
 NOTES = """## How to read this
 
 - Absolute CPU numbers move by +-30 % with the other jobs on this 2-core machine (the load average at the
@@ -32,7 +32,9 @@ NOTES = """## How to read this
   must parse and store every sample; the sidecar skips the families it does not read (monitor/parse/
   blocks.py) and checks the rest only for their family's name. In-process: the parts of a scrape.
 - Scaled expositions: the fixture's scheduler series (`tp_rank="0"`) repeated per (dp_rank, tp_rank),
-  pids distinct, as SGLang serves them (bench/expositions.py).
+  pids distinct, as SGLang serves them (bench/expositions.py); the emulator's is a tp = dp = 32
+  DP-attention server, where every TP rank is a scheduler (the emulator emits attention-TP rank 0 of each
+  DP group, which here is every rank; it has no separate `--enable-metrics-for-all-schedulers` switch).
 - Benchmark 2: the live part is real (HTTP, scrape loop, the shipped parse placement: bodies of 256 KiB to
   4 MiB in a thread beside the event loop, larger ones in worker processes) with each target serving its
   own pids; the 6 h part runs on a simulated clock and only the cycles whose snapshot the store keeps
@@ -43,6 +45,8 @@ NOTES = """## How to read this
   control endpoint, real exporter). A page needs the 1h window above 14.4 too; only the 5m is measured.
 - Benchmark 4: emulator and sidecar on the emulated clock, stepped 5 s (the default scrape interval); see
   bench/leading.py for what the emulator of this run does and does not model (docs/leading-tpot.md).
+- Benchmark 5: the emulator and the load generator share the machine (2 cores); "sustained" means the
+  client-side TPOT stayed within 2 % of the server's, i.e. tokens left when the scheduler produced them.
 """
 
 
@@ -110,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         lead = leading.run(**kw)
         goals += leading.goal_lines(lead)
         emit("4. The leading TPOT warning: lead over the burn signal, false alarms", leading.render(lead))
+    if "emulator" in args.only:
+        kw = {"seconds": 4.0, "token_clients": (10, 60), "request_clients": (32,)} if q else {}
+        emit("5. Emulator: real requests/s and streamed tokens/s it sustains", emulator.render(emulator.run(**kw)))
     end = ("Total wall time " + f"{time.time() - started:.0f} s; load average at end "
            + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(end)

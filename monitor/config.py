@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from monitor.conventions import (
+    DEFAULT_GATEWAY,
     OWN_RULE_FILES,
     PERIOD_MAX_SECONDS,
     PERIOD_MIN_SECONDS,
@@ -32,6 +33,8 @@ Source = Literal[
     "sglang", "router", "router-engine-metrics", "npu-smi", "npu-exporter", "dcgm", "nvml", "request-log"
 ]
 Mode = Literal["pd-mixed", "pd-disaggregated"]
+Gateway = Literal["smg-1.13", "sglang-router-0.3.2"]  # conventions.GATEWAYS
+GATEWAY_SOURCES = ("router", "router-engine-metrics")
 
 DEFAULT_SOURCE: dict[str, str] = {
     "server": "sglang",
@@ -87,6 +90,9 @@ class Target(_Strict):
     # How often each detail is re-run; between runs the last answer is reused (error counts and health move
     # slowly, and a 16-chip node would otherwise start 16 processes per kind every scrape).
     npu_smi_details_interval_seconds: float | None = Field(default=None, gt=0)
+    # Which gateway a router target is (smg 1.13 unless said): its availability SLI and the rules read the
+    # version's own counters (conventions.AVAILABILITY_SERIES); the sidecar says so when it sees the other one.
+    gateway: Gateway | None = None
 
     @model_validator(mode="after")
     def _fill(self) -> Target:
@@ -101,6 +107,9 @@ class Target(_Strict):
             raise ValueError(f"npu_smi_details applies to source 'npu-smi' only, not {self.source!r}")
         if self.npu_smi_details_interval_seconds is not None and not self.npu_smi_details:
             raise ValueError("npu_smi_details_interval_seconds needs npu_smi_details (e.g. [ecc])")
+        if self.gateway is not None and self.source not in GATEWAY_SOURCES:
+            raise ValueError(f"gateway applies to a gateway's targets (source router or router-engine-metrics), "
+                             f"not {self.source!r}")
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
         return self
@@ -148,6 +157,9 @@ class Deployment(_Strict):
     # (computed per request from a request-log target). Usually below `objective`: meeting each
     # SLI 99% of the time does not make 99% of requests meet all of them.
     goodput_objective: float | None = Field(default=None, gt=0, lt=1)
+    # Optional availability SLO: this share of the requests the gateway answers must have no server-side
+    # failure (a 5xx, or a stream broken mid-body where the gateway sees it), from a router target.
+    availability_objective: float | None = Field(default=None, gt=0, lt=1)
     period: str = "30d"
     # Accept an SLI whose target is not a bucket edge (interpolated, reported as approximate).
     approximate: bool = False
@@ -214,6 +226,36 @@ class Deployment(_Strict):
             raise ValueError("goodput_objective needs a target with role: request-log and the `path` of SGLang's "
                              "--export-metrics-to-file-dir (goodput is computed per request from those files)")
         return self
+
+    @model_validator(mode="after")
+    def _availability_has_a_gateway(self) -> Deployment:
+        gateways = {t.gateway for t in self.targets if t.gateway}
+        if len(gateways) > 1:
+            raise ValueError(f"the gateway targets say different gateways ({', '.join(sorted(gateways))}); one "
+                             "deployment runs one gateway version (`gateway:` on its router targets)")
+        if self.availability_objective is None:
+            return self
+        if not self.router_targets:
+            raise ValueError("availability_objective needs a target with role: router (source router: the "
+                             "gateway's Prometheus listener, its --prometheus-port); availability is counted "
+                             "from the gateway's request and response counters")
+        if self.gateway == "sglang-router-0.3.2" and self.mode == "pd-disaggregated" and any(
+                t.source == "router-engine-metrics" for t in self.targets):
+            raise ValueError("availability_objective with gateway sglang-router-0.3.2 and a router-engine-metrics "
+                             "target: 0.3.2 answers /engine_metrics of a PD pair with HTTP 500 at every scrape "
+                             "and counts those 500s with the requests' (its responses have no path label), so "
+                             "the SLI would burn on the scrapes; scrape the workers' /metrics directly instead")
+        return self
+
+    @property
+    def router_targets(self) -> list[Target]:
+        """The gateway's own listeners (source router), whose counters feed the availability SLI."""
+        return [t for t in self.targets if t.source == "router"]
+
+    @property
+    def gateway(self) -> str:
+        """The gateway version the deployment runs (`gateway:` on its router targets; smg 1.13 unless said)."""
+        return next((t.gateway for t in self.targets if t.gateway), DEFAULT_GATEWAY)
 
     def engine_targets(self, roles: Iterable[str]) -> list[Target]:
         """The targets whose SGLang series feed a number that SGLang records on `roles` (see

@@ -8,7 +8,7 @@ router's `/engine_metrics` produces) back to it.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, NamedTuple
 
 SGLANG_PREFIX: Final = "sglang:"
 SGLANG_ALT_PREFIX: Final = "sglang_"
@@ -108,15 +108,22 @@ GATEWAYS: Final = (GATEWAY_SMG, GATEWAY_SGLANG_ROUTER)
 DEFAULT_GATEWAY: Final = GATEWAY_SMG
 # Families of smg 1.13 that sglang-router 0.3.2 does not have, each seen in the real binary's exposition or
 # its metric descriptions (docs/gateways.md says what each measures, with the capture that shows it).
+SMG_PD_HEAD: Final = "smg_pd_ttft_seconds"  # prefill dispatch to the decode response *head* on the HTTP router: not TTFT
+SMG_PD_PREFILL: Final = "smg_pd_prefill_duration_seconds"
+SMG_PD_RENDEZVOUS_FAILURES: Final = "smg_pd_rendezvous_failures_total"
+# smg 1.13 counts one rendezvous failure in this phase per prefill whose bootstrap port refused the probe at
+# registration (an emulated or capture worker has no bootstrap listener): not a per-request failure.
+RENDEZVOUS_PROBE_PHASE: Final = "probe"
+SMG_PD_ADMISSION_WINDOW: Final = "smg_pd_admission_window"
 SMG_PD_FAMILIES: Final = (
-    "smg_pd_ttft_seconds",  # prefill dispatch to the decode response *head* on the HTTP router: not TTFT
-    "smg_pd_prefill_duration_seconds",
+    SMG_PD_HEAD,
+    SMG_PD_PREFILL,
     "smg_pd_decode_ttft_seconds",
     "smg_pd_kv_transfer_duration_seconds",
     "smg_pd_bootstrap_failures_total",
     "smg_pd_kv_transfer_failures_total",
-    "smg_pd_rendezvous_failures_total",
-    "smg_pd_admission_window",
+    SMG_PD_RENDEZVOUS_FAILURES,
+    SMG_PD_ADMISSION_WINDOW,
     "smg_pd_admission_waits_total",
     "smg_pd_admission_sheds_total",
     "smg_pd_prefill_admission_inflight",
@@ -124,44 +131,109 @@ SMG_PD_FAMILIES: Final = (
     "smg_pd_prefill_admission_wait_seconds",
     "smg_pd_prefill_admission_rejections_total",
 )
+SMG_ENGINE_RUNNING: Final = "smg_engine_running_requests"
+SMG_ENGINE_WAITING: Final = "smg_engine_waiting_requests"
 SMG_ENGINE_FAMILIES: Final = (  # the gateway's copies of the workers' load (labels worker, model, dp_rank)
-    "smg_engine_running_requests",
-    "smg_engine_waiting_requests",
+    SMG_ENGINE_RUNNING,
+    SMG_ENGINE_WAITING,
     "smg_engine_token_usage",
     "smg_engine_gen_throughput",
     "smg_engine_cache_hit_rate",
 )
+SMG_OVERLOAD_SHED: Final = "smg_worker_overload_shed_total"  # stage: selection, dispatch, pd_admission
+SMG_WORKERS_OVERLOADED: Final = "smg_workers_overloaded"
 SMG_WORKER_FAMILIES: Final = (
     "smg_worker_requests_total",  # per worker URL, counted at each send (retries and both PD legs included)
-    "smg_worker_overload_shed_total",
+    SMG_OVERLOAD_SHED,
     "smg_worker_overload_fallback_total",
-    "smg_workers_overloaded",
+    SMG_WORKERS_OVERLOADED,
     "smg_worker_stalled",
 )
-SMG_ADMISSION_FAMILIES: Final = (
-    "smg_admission_inflight",
-    "smg_admission_queue_depth",
-    "smg_admission_queue_rejected_total",
-)
+SMG_ADMISSION_INFLIGHT: Final = "smg_admission_inflight"  # always exposed by 1.13, never by 0.3.2
+SMG_ADMISSION_QUEUE_DEPTH: Final = "smg_admission_queue_depth"
+SMG_ADMISSION_REJECTED: Final = "smg_admission_queue_rejected_total"  # reason: full (429), timeout (503)
+SMG_ADMISSION_FAMILIES: Final = (SMG_ADMISSION_INFLIGHT, SMG_ADMISSION_QUEUE_DEPTH, SMG_ADMISSION_REJECTED)
 SMG_WORKER_HEALTH: Final = "smg_worker_health"  # per worker: 1 healthy, 0 unhealthy, -1 removed (0.3.2)
 SMG_WORKER_CB_STATE: Final = "smg_worker_cb_state"  # per worker: 0 closed, 1 open, 2 half-open, -1 removed
+CB_OPEN: Final = 1.0
+SMG_WORKER_RETRIES: Final = "smg_worker_retries_total"
 SMG_ROUTER_REQUESTS: Final = "smg_router_requests_total"
+SMG_ROUTER_DURATION: Final = "smg_router_request_duration_seconds"  # time to the response head, not TTFT
+SMG_ROUTER_ERRORS: Final = "smg_router_request_errors_total"
+SMG_HTTP_RESPONSES: Final = "smg_http_responses_total"
 ROUTER_FAMILIES: Final = (
     SMG_ROUTER_REQUESTS,
-    "smg_router_request_duration_seconds",
-    "smg_router_request_errors_total",
+    SMG_ROUTER_DURATION,
+    SMG_ROUTER_ERRORS,
     "smg_router_upstream_responses_total",
-    "smg_http_responses_total",
+    SMG_HTTP_RESPONSES,
     SMG_WORKER_HEALTH,
     "smg_worker_pool_size",
     "smg_worker_errors_total",
-    "smg_worker_retries_total",
+    SMG_WORKER_RETRIES,
     SMG_WORKER_CB_STATE,
     *SMG_PD_FAMILIES,
     *SMG_ENGINE_FAMILIES,
     *SMG_WORKER_FAMILIES,
     *SMG_ADMISSION_FAMILIES,
 )
+# Families only smg 1.13 exposes: rules for a deployment behind sglang-router 0.3.2 never read them.
+SMG_1_13_ONLY: Final = frozenset({*SMG_PD_FAMILIES, *SMG_ENGINE_FAMILIES, *SMG_WORKER_FAMILIES,
+                                  *SMG_ADMISSION_FAMILIES})
+
+
+def gateway_has(gateway: str, family: str) -> bool:
+    """Whether `gateway` (a name in GATEWAYS) exposes `family` (one of the router families above)."""
+    return gateway == GATEWAY_SMG or family not in SMG_1_13_ONLY
+
+
+# --- The gateway availability SLI: share of requests answered without a server-side failure ----------
+# Decided from the real binaries' captures (tests/fixtures/gateway/measurements.json, availability.json;
+# the reasoning is in docs/gateways.md, "The availability SLI"). A matcher is (label, op, value) with
+# Prometheus's semantics: op one of = != =~ !~, regexes anchored, a missing label reads as "".
+AVAILABILITY_SLI: Final = "availability"
+# The gateway's own endpoints (health and readiness probes, worker registry, load and metrics reads, model
+# listing): requests no worker serves, some answered 5xx while no worker is healthy. smg 1.13 labels its
+# responses with `path`; 0.3.2 cannot tell them apart.
+GATEWAY_OWN_PATHS: Final = ("/health|/health_generate|/liveness|/readiness|/engine_metrics|/metrics|/workers(/.*)?|"
+                            "/get_loads|/loads|/v1/loads|/flush_cache|/v1/models|/get_model_info|/get_server_info")
+Matcher = tuple[str, str, str]
+
+
+class SeriesMatch(NamedTuple):
+    family: str
+    matchers: tuple[Matcher, ...] = ()
+
+
+class AvailabilitySeries(NamedTuple):
+    """Per gateway version: the series whose increase counts requests, and those counting failed ones."""
+
+    total: SeriesMatch
+    bad: tuple[SeriesMatch, ...]
+
+
+_SERVED = ("path", "!~", GATEWAY_OWN_PATHS)
+AVAILABILITY_SERIES: Final[dict[str, AvailabilitySeries]] = {
+    # Every response on a serving path, counted when its last frame is sent (499, 4xx and the 503s of
+    # admission included: admission answers before routing, so smg_router_requests_total misses them).
+    # Bad: a 5xx the gateway made itself (it names why in error_code; never also a backend_error), plus
+    # backend_error, which counts both a worker's 5xx passed through (error_code "") and a stream broken
+    # mid-body (status 200): so a passed-through 5xx counts once.
+    GATEWAY_SMG: AvailabilitySeries(
+        total=SeriesMatch(SMG_HTTP_RESPONSES, (_SERVED,)),
+        bad=(SeriesMatch(SMG_HTTP_RESPONSES, (_SERVED, ("status_code", "=~", "5.."), ("error_code", "!=", ""))),
+             SeriesMatch(SMG_ROUTER_ERRORS, (("error_type", "=", "backend_error"),)))),
+    # No `path` label: the routed requests are the total (the gateway's own endpoints and its pre-routing
+    # 408s are not in it); every 5xx is bad, including the own endpoints' (e.g. /readiness while no worker
+    # is healthy). A stream broken mid-body is counted 200 with no error anywhere: invisible here.
+    GATEWAY_SGLANG_ROUTER: AvailabilitySeries(
+        total=SeriesMatch(SMG_ROUTER_REQUESTS),
+        bad=(SeriesMatch(SMG_HTTP_RESPONSES, (("status_code", "=~", "5.."),)),)),
+}
+# The sidecar's two cumulative counters of the SLI (its snapshots' `counters` keys).
+GATEWAY_REQUESTS: Final = "gateway_requests_total"
+GATEWAY_FAILED: Final = "gateway_failed_requests_total"
+
 # The gateway's /engine_metrics merges every worker's /metrics and labels each series with its worker.
 WORKER_ADDR_LABEL: Final = "worker_addr"
 # SGLang labels every series with the server's engine type (DisaggregationMode.to_engine_type); the
@@ -328,6 +400,9 @@ ALERT_PD_BOOTSTRAP: Final = "SGLangPDBootstrapFailures"
 ALERT_REGRESSION: Final = "SGLangLatencyRegression"  # label sli=tpot|ttft
 ALERT_TPOT_LEADING: Final = "SLOTPOTLeadingWarning"  # severity=warning, sli=tpot
 ALERT_ROUTER_WORKER: Final = "SGLangRouterWorkerUnhealthy"
+ALERT_GATEWAY_CIRCUIT_OPEN: Final = "SGLangGatewayCircuitBreakerOpen"
+ALERT_GATEWAY_SHEDDING: Final = "SGLangGatewayShedding"  # smg 1.13: overload shedding, admission rejections
+ALERT_GATEWAY_PD_FAILURES: Final = "SGLangGatewayPDRendezvousFailures"  # smg 1.13, gRPC PD path
 ALERT_SIDECAR_DOWN: Final = "SLOMonitorSidecarDown"
 ALERT_LOOP_STUCK: Final = "SLOMonitorLoopStuck"
 ALERT_LOOP_RESTARTING: Final = "SLOMonitorLoopRestarting"

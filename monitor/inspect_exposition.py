@@ -8,7 +8,7 @@ from typing import Any
 from monitor.conventions import COUNTERS, GAUGES, REQUEST_ROLES, SLI_FAMILIES
 from monitor.parse.exposition import Sample, parse
 from monitor.parse.families import engine_wanted, group_histograms, histogram_warnings, scalar_series
-from monitor.parse.gateway import ROUTER_WANTED, router_summary, split_workers
+from monitor.parse.gateway import ROUTER_WANTED, detect_gateway, router_summary, split_workers
 from monitor.slo.histogram import Hist, mean, merge, quantile
 
 INSPECT_COUNTERS = ("requests_total", "prompt_tokens_total", "generation_tokens_total", "aborted_requests_total")
@@ -48,7 +48,8 @@ def inspect_text(text: str, content_type: str = "") -> dict[str, Any]:
     """A gateway's /engine_metrics (series labelled worker_addr) is read as the sidecar reads it: latency
     and request counters from the mixed and decode workers only (a PD request passes both servers), and
     each worker is listed with the role its engine_type names. A gateway's own listener gets a `gateway`
-    summary (workers, healthy, circuit open, requests)."""
+    summary (workers, healthy, circuit open, requests) and says which gateway wrote it (`gateway_version`:
+    smg-1.13, sglang-router-0.3.2, or null when it cannot tell)."""
     expo = parse(text, engine_wanted() | ROUTER_WANTED, content_type=content_type)
     workers = split_workers(s for s in expo.selected if s.name.startswith("sglang:"))
     merged = any(workers)  # some series carry a worker_addr: a gateway's merge of its workers
@@ -74,4 +75,5 @@ def inspect_text(text: str, content_type: str = "") -> dict[str, Any]:
         out["workers"] = [{"worker_addr": addr, "role": role} for addr, (role, _) in sorted(workers.items())]
     if any(s.name.startswith("smg_") for s in expo.selected):
         out["gateway"] = router_summary(expo.selected)
+        out["gateway_version"] = detect_gateway(expo.selected)
     return out

@@ -76,6 +76,7 @@ class Observations:
             try:
                 if target.source == "router":
                     status.detail = router_summary(expo.selected)
+                    status.resets += engine.observe_gateway(target, expo, result.ts)
                 elif target.source == "router-engine-metrics":
                     note = self._observe_workers(dep, target, expo, result.ts)
                 else:

@@ -6,6 +6,7 @@ selector here, so every label value passes `monitor.escaping` and a malformed ma
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from monitor.escaping import matchers, promql_string
 
@@ -17,18 +18,39 @@ def format_number(value: float) -> str:
 
 
 def selector(metric: str, eq: dict[str, str], regex: dict[str, str] | None = None,
-             neq: dict[str, str] | None = None) -> str:
-    """`metric{a="x",b=~"y|z",c!="w"}`; equality matchers first, each group in the given order."""
+             neq: dict[str, str] | None = None, nregex: dict[str, str] | None = None) -> str:
+    """`metric{a="x",b=~"y|z",c!="w",d!~"v"}`; equality matchers first, each group in the given order."""
     parts = matchers(eq)[1:-1] if eq else ""
     extra = ",".join(f"{k}=~{promql_string(v)}" for k, v in (regex or {}).items())
     unequal = ",".join(f"{k}!={promql_string(v)}" for k, v in (neq or {}).items())
-    inner = ",".join(p for p in (parts, extra, unequal) if p)
+    unmatched = ",".join(f"{k}!~{promql_string(v)}" for k, v in (nregex or {}).items())
+    inner = ",".join(p for p in (parts, extra, unequal, unmatched) if p)
     return f"{metric}{{{inner}}}" if inner else metric
+
+
+def matched_selector(metric: str, eq: dict[str, str], label_matchers: Iterable[tuple[str, str, str]]) -> str:
+    """`selector` from (label, op, value) matchers (op one of = != =~ !~) added to `eq`."""
+    groups: dict[str, dict[str, str]] = {"=": dict(eq), "=~": {}, "!=": {}, "!~": {}}
+    for label, op, value in label_matchers:
+        groups[op][label] = value
+    return selector(metric, groups["="], groups["=~"], groups["!="], groups["!~"])
 
 
 def sum_rate(metric: str, eq: dict[str, str], regex: dict[str, str], window: str, by: str = "deployment",
              neq: dict[str, str] | None = None) -> str:
     return f"sum by ({by}) (rate({selector(metric, eq, regex, neq)}[{window}]))"
+
+
+def sum_rate_of(selected: str, window: str, by: str = "deployment") -> str:
+    return f"sum by ({by}) (rate({selected}[{window}]))"
+
+
+def good_from_bad(total: str, bad: list[str]) -> str:
+    """Good events as total - bad: a bad term whose series do not exist yet (a gateway creates a status
+    code's series at its first response) counts 0, not "no data"; never below 0 (failures counted at the
+    end of requests that arrived before the window)."""
+    terms = "".join(f"\n- ({b} or 0 * {total})" for b in bad)
+    return f"clamp_min(\n{total}{terms},\n0)"
 
 
 def good_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,

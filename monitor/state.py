@@ -14,7 +14,7 @@ from monitor import __version__
 from monitor.config import Deployment
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
-from monitor.slo.state import DeploymentState, SliState
+from monitor.slo.state import AvailabilityState, DeploymentState, SliState
 
 
 def _f(x: float | None) -> float | None:
@@ -95,6 +95,28 @@ class TpotLeadingStatus(BaseModel):
     over_target: bool
 
 
+class AvailabilityWindowStatus(BaseModel):
+    window: str
+    seconds: float
+    covered_seconds: float
+    requests: float | None  # answered by the gateway in the window (its version's definition)
+    failed: float | None  # of those, with a server-side failure
+    good_ratio: float | None  # None for an empty window
+    burn_rate: float | None
+
+
+class AvailabilityStatus(BaseModel):
+    """The gateway availability SLI (sli="availability"), from the router target's counters."""
+
+    sli: str
+    gateway: str  # the version whose counters are read (the config's `gateway:`)
+    objective: float
+    error_budget_remaining: float | None
+    budget_covered_seconds: float
+    breaching: bool  # the shortest window's SLI is under the objective
+    windows: list[AvailabilityWindowStatus]
+
+
 class DeploymentStatus(BaseModel):
     name: str
     model: str
@@ -108,6 +130,7 @@ class DeploymentStatus(BaseModel):
     warnings: list[str]
     goodput: list[GoodputWindowStatus] = []  # empty without a request-log target
     tpot_leading: TpotLeadingStatus | None = None  # with a TPOT target
+    availability: AvailabilityStatus | None = None  # without availability_objective: none
 
 
 class LoopStatus(BaseModel):
@@ -158,6 +181,18 @@ def sli_status(s: SliState) -> SliStatus:
     )
 
 
+def availability_status(a: AvailabilityState) -> AvailabilityStatus:
+    first = next(iter(a.windows.values()), None)
+    return AvailabilityStatus(
+        sli=a.sli, gateway=a.gateway, objective=a.objective,
+        error_budget_remaining=_f(a.budget_remaining), budget_covered_seconds=a.budget_covered_seconds,
+        breaching=bool(first and first.good_ratio is not None and first.good_ratio < a.objective),
+        windows=[AvailabilityWindowStatus(window=w.window, seconds=w.seconds, covered_seconds=w.covered_seconds,
+                                          requests=_f(w.events), failed=_f(w.failed), good_ratio=_f(w.good_ratio),
+                                          burn_rate=_f(w.burn_rate)) for w in a.windows.values()],
+    )
+
+
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
@@ -187,6 +222,7 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
             seconds=_f(state.leading_tpot.seconds), itl_seconds=_f(state.leading_tpot.itl_seconds),
             gen_throughput_seconds=_f(state.leading_tpot.throughput_seconds),
             target_seconds=state.leading_tpot.target_seconds, over_target=state.leading_tpot.over_target),
+        availability=availability_status(state.availability) if state.availability is not None else None,
     )
 
 

@@ -14,8 +14,9 @@ from monitor.interop.load import load_config
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "emulate",
-        help="serve emulated SGLang servers (/metrics, /health) and npu-exporters for a config",
-        description="Emulate every deployment of CONFIG on 127.0.0.1: SGLang 0.5.23 /metrics with real "
+        help="serve emulated SGLang servers (requests, /metrics, /health) and npu-exporters for a config",
+        description="Emulate every deployment of CONFIG on 127.0.0.1: SGLang 0.5.23 servers that answer "
+        "/generate and the OpenAI routes (streamed, on the emulated scheduler's clock), /metrics with real "
         "names, labels and buckets, /health, /server_info, an npu-exporter per deployment, and a control "
         "endpoint on BASE_PORT for incidents.",
     )
@@ -26,6 +27,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--request-log", metavar="DIR", help="write SGLang-format per-request metrics files here")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per real second (0: frozen)")
+    p.add_argument("--no-synthetic", action="store_true",
+                   help="no built-in load: serve only the requests clients send (/generate, /v1/...)")
     p.add_argument("--write-config", metavar="FILE", help="write the localized config (targets on these ports)")
     p.set_defaults(func=_run)
 
@@ -47,5 +50,5 @@ def _run(args: argparse.Namespace) -> int:
             for name, st in emu.state()["deployments"].items()}}), flush=True)
 
     run_emulator(config, args.base_port, speed=args.speed, seed=args.seed, incidents=args.incident,
-                 request_log_dir=args.request_log, ready=ready)
+                 request_log_dir=args.request_log, ready=ready, synthetic=not args.no_synthetic)
     return 0

@@ -41,23 +41,26 @@ def _sli_cells(s: SliStatus | None) -> list[str]:
 def _state(d: DeploymentStatus) -> tuple[str, str]:
     if any(not t.up and not t.placeholder and t.scrapes for t in d.targets if t.role in ENGINE_ROLES):
         return "DOWN", RED
-    if any(s.breaching for s in d.slis):
+    if any(s.breaching for s in d.slis) or (d.availability is not None and d.availability.breaching):
         return "BREACH", RED
     if d.tpot_leading is not None and d.tpot_leading.over_target:
         return "SLOWING", YELLOW  # running requests decode slower than the TPOT target: TPOT follows
-    fast = [w.burn_rate for s in d.slis for w in s.windows if w.window in ("5m", "1h") and w.burn_rate is not None]
+    windows = [w for s in d.slis for w in s.windows] + (d.availability.windows if d.availability else [])
+    fast = [w.burn_rate for w in windows if w.window in ("5m", "1h") and w.burn_rate is not None]
     if fast and max(fast) >= 1.0:
         return "BURNING", YELLOW
     if all(t.placeholder for t in d.targets) and d.targets:
         return "UNSET", DIM
-    if d.slis and all(w.events is None and w.burn_rate is None for s in d.slis for w in s.windows):
+    empty = [w.events is None and w.burn_rate is None for s in d.slis for w in s.windows]
+    empty += [w.requests is None and w.burn_rate is None for w in (d.availability.windows if d.availability else [])]
+    if empty and all(empty):
         return "NO DATA", DIM  # nothing measured yet (or any more): not an OK with burn 0.0x
     return "OK", GREEN
 
 
 def render_table(status: StatusResponse, *, color: bool = True) -> str:
     head = ["deployment", "state", "TPOT tgt ms", "TPOT p99 5m", "TPOT SLI 5m", "burn 1h", "budget", "TPOT now ms",
-            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "goodput 5m", "run", "queue", "up"]
+            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "goodput 5m", "avail 5m", "run", "queue", "up"]
     rows = []
     for d in status.deployments:
         slis = {s.sli: s for s in d.slis}
@@ -69,7 +72,9 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
         gp5 = next((w for w in d.goodput if w.window == "5m"), None)
         lead = d.tpot_leading
         now_ms = "-" if lead is None or lead.seconds is None else f"{_ms(lead.seconds)}{'!' if lead.over_target else ''}"
+        av5 = next((w for w in d.availability.windows if w.window == "5m"), None) if d.availability else None
         rows.append(([d.name, state, *tpot, now_ms, *ttft[:3], _pct(gp5.ratio) if gp5 else "-",
+                      _pct(av5.good_ratio) if av5 else "-",
                       f"{load.get('num_running_reqs', 0):.0f}", f"{load.get('num_queue_reqs', 0):.0f}",
                       f"{ups}/{len(d.targets)}"], col))
     widths = [max(len(h), *(len(r[0][i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]

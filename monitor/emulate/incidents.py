@@ -95,22 +95,6 @@ def parse_spec(spec: str, now: float = 0.0) -> Incident:
     return Incident(deployment, kind, factor, start, duration, role)
 
 
-def from_request(body: dict[str, Any], now: float) -> Incident:
-    """The JSON body of `POST /control/incident`."""
-    if not isinstance(body, dict) or "deployment" not in body or "kind" not in body:
-        raise ValueError('expected {"deployment": ..., "kind": ..., "factor"?, "duration_seconds"?}')
-    kind = str(body["kind"])
-    duration = body.get("duration_seconds")
-    return Incident(
-        deployment=str(body["deployment"]),
-        kind=kind,
-        factor=float(body.get("factor") or DEFAULT_FACTOR.get(kind, 1.0)),
-        start=now + float(body.get("start_in_seconds") or 0.0),
-        duration=None if duration is None else float(duration),
-        role=body.get("role"),
-    )
-
-
 @dataclass(frozen=True)
 class Effects:
     """Multipliers and flags that the active incidents put on one server."""

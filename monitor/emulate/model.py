@@ -1,10 +1,13 @@
 """Latency and load model of one deployment, calibrated from its recipe row.
 
-Healthy state: per-request TPOT is lognormal with its median at ~72 % of the TPOT target and a spread
-that puts ~0.3 % of requests over it, well inside a 99 % objective. Load adds a little (bigger decode
-batches), a waiting queue adds more (prefill chunks interleaved with decode), speculative decoding
-divides by the accepted length relative to the recipe's. TTFT is prefill time of the uncached prompt
-tokens plus queueing; in PD it also carries bootstrap and KV transfer.
+The recipe's TPOT was measured at its bench_serving concurrency, so that is the reference: at that
+decode batch per rank a request's base TPOT is lognormal with its median at 66 % of the target and a
+spread (sigma 0.09) that puts almost none over it, so the batch swings of round-robin DP dispatch
+still leave the burn well under 0.5x. The scheduler (engine.py) multiplies the base by what its rank does right now: the decode batch relative
+to the reference (a bigger batch makes every step slower), prefills running beside decode (chunked
+prefill shares the forward; a queue keeps a saturated rank prefilling), incidents; speculative decoding divides by the accepted length relative
+to the recipe's. TTFT is queueing plus prefill of the uncached prompt tokens; in PD it also carries
+bootstrap and KV transfer.
 """
 
 from __future__ import annotations
@@ -16,11 +19,18 @@ from dataclasses import dataclass
 from monitor.config import Deployment
 from monitor.emulate.topology import ServerSpec
 
-TPOT_MEDIAN_SHARE = 0.72  # of the target
-TPOT_SIGMA = 0.11
+TPOT_MEDIAN_SHARE = 0.66  # of the target
+TPOT_SIGMA = 0.09
 ACCEPT_SIGMA = 0.05
 TTFT_SIGMA = 0.15
-NOMINAL_LOAD = 0.4  # share of running slots busy in the healthy state (headroom for a 2x slowdown)
+NOMINAL_LOAD = 0.4  # share of running slots busy when the recipe gives no concurrency
+# A decode step reads every weight once plus each running request's KV: each request in the batch adds
+# this share of the weight-only step time.
+REQUEST_STEP_COST = 0.04
+# Prefill batches run between decode steps: step time + this x (requests in prefill / slots). Under a
+# queue every freed slot is refilled at once, so a saturated rank is always prefilling something; a
+# request waiting for a slot it cannot get costs nothing.
+PREFILL_INTERFERENCE = 1.0
 DEFAULT_INPUT, DEFAULT_OUTPUT = 1024, 256
 PREFILL_TOKENS_PER_SECOND = 12000.0  # used only when the recipe gives no TTFT at all
 KV_MB_PER_TOKEN = 0.07
@@ -87,13 +97,10 @@ class LatencyModel:
             return 0.0
         return min(max(self.accept_length * rng.lognormvariate(0.0, ACCEPT_SIGMA), 1.0), float(self.draft_tokens))
 
-    def tpot_seconds(self, rng: random.Random, load: float, pressure: float, factor: float = 1.0,
-                     accept: float = 0.0) -> float:
-        """Per-request TPOT. load: busy share of slots; pressure: waiting requests per slot."""
-        batch = 0.95 + 0.05 * min(load, 1.5) / NOMINAL_LOAD
-        queue = 1.0 + 0.6 * min(max(pressure, 0.0), 1.5)
+    def base_tpot(self, rng: random.Random, accept: float = 0.0) -> float:
+        """One request's TPOT at the reference batch with nothing else going on (its own draw)."""
         spec = self.accept_length / accept if accept and self.accept_length else 1.0
-        return self.tpot_median * batch * queue * spec * factor * rng.lognormvariate(0.0, TPOT_SIGMA)
+        return self.tpot_median * spec * rng.lognormvariate(0.0, TPOT_SIGMA)
 
     def kv_transfer(self, rng: random.Random, prompt_tokens: int) -> tuple[float, float]:
         """(seconds, MB) to move one request's KV cache from prefill to decode."""
@@ -147,7 +154,7 @@ def build_model(dep: Deployment, servers: list[ServerSpec], rate: float | None =
         arrival_rate=1.0,
     )
     if rate is None:
-        rate = nominal_rate(model, servers)
+        rate = nominal_rate(model, servers, recipe_concurrency(dep))
     return LatencyModel(**{**model.__dict__, "arrival_rate": rate})
 
 
@@ -164,10 +171,47 @@ def prefill_slots(spec: ServerSpec) -> list[int]:
     return [max(1, total // dp)] * dp
 
 
-def nominal_rate(model: LatencyModel, servers: list[ServerSpec]) -> float:
-    """Arrival rate that keeps NOMINAL_LOAD of the binding resource busy."""
+def step_factor(decoding: int, reference: float, prefilling: int, slots: int) -> float:
+    """Decode step time relative to the reference batch (one rank, right now)."""
+    batch = (1.0 + REQUEST_STEP_COST * decoding) / (1.0 + REQUEST_STEP_COST * max(reference, 1.0))
+    return batch * (1.0 + PREFILL_INTERFERENCE * prefilling / max(slots, 1))
+
+
+def recipe_concurrency(dep: Deployment) -> int | None:
+    """bench_serving's --max-concurrency in the recipe the deployment came from; else the one its measured
+    baseline implies (Little's law: output throughput x seconds per request / output tokens); else None."""
+    bench = dep.launch.get("bench") if isinstance(dep.launch, dict) else None
+    value = bench.get("max_concurrency") if isinstance(bench, dict) else None
+    try:
+        if value:
+            return int(value)
+    except (TypeError, ValueError):
+        pass
+    base = dep.baseline
+    if base and base.output_throughput_tokens_per_second and base.tpot_mean_seconds:
+        out = dep.output_tokens or DEFAULT_OUTPUT
+        per_request = (base.ttft_mean_seconds or 0.0) + out * base.tpot_mean_seconds
+        return max(1, round(base.output_throughput_tokens_per_second * per_request / out))
+    return None
+
+
+def reference_batch(dep: Deployment, servers: list[ServerSpec], spec: ServerSpec) -> float:
+    """Decode batch per rank at which the recipe measured TPOT: its concurrency spread over the decode
+    ranks, else NOMINAL_LOAD of a rank's slots."""
+    slots = decode_slots(spec)[0]
+    conc = recipe_concurrency(dep)
+    ranks = sum(len(decode_slots(s)) for s in servers if s.role in ("server", "decode"))
+    ref = conc / ranks if conc and ranks else NOMINAL_LOAD * slots
+    return min(max(ref, 1.0), float(slots))
+
+
+def nominal_rate(model: LatencyModel, servers: list[ServerSpec], concurrency: int | None = None) -> float:
+    """Synthetic arrival rate: the recipe's concurrency by Little's law, else one that keeps
+    NOMINAL_LOAD of the binding resource busy."""
     ttft = model.ttft_nominal * (0.15 + 0.85 * 0.9)
     decode = model.expected_decode_seconds()
+    if concurrency:
+        return concurrency / (ttft + decode)
     limits = []
     unified = [s for s in servers if s.role == "server"]
     if unified:

@@ -1,7 +1,10 @@
 """The emulator process: aiohttp listeners for every emulated server, npu-exporter and the control port.
 
 `Emulator` starts and stops in-process (tests) and is what `slo-monitor emulate` runs. The emulated
-clock advances `speed` emulated seconds per real second (speed 0: only `advance()` moves it).
+clock is `speed` emulated seconds per real second plus whatever `advance()` added (speed 0: only
+`advance()` moves it). It is brought up to date lazily: by the clock task, which sleeps until the next
+scheduled event, and by every request handler before it reads the scheduler, so a token due at an
+emulated time leaves at that wall time (speed 1), not at the next tick.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import socket
 import time
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +25,16 @@ from aiohttp import web
 
 from monitor.config import Config
 from monitor.conventions import DEFAULT_BUCKETS
-from monitor.emulate.control import control_app
+from monitor.emulate.control import MAX_ADVANCE_SECONDS, control_app
 from monitor.emulate.engine import EmulatedDeployment, ServerSim
 from monitor.emulate.exposition import render_npu, render_server
 from monitor.emulate.incidents import Incident, parse_spec
+from monitor.emulate.serving import SERVER_KEY, ServingEndpoints, Waiter, count_http
 from monitor.emulate.topology import HOST, DeploymentLayout, Layout, localize, plan
 from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)
+ADVANCE_STEP_SECONDS = 60.0  # a long advance runs in steps, yielding to the event loop (and SIGTERM) between
 
 
 class _DropHttp2Probes(logging.Filter):
@@ -118,24 +125,71 @@ def _server_info(dep: EmulatedDeployment, srv: ServerSim) -> dict[str, Any]:
     }
 
 
+def _loads(dep: EmulatedDeployment, srv: ServerSim, dp_rank: str | None) -> dict[str, Any]:
+    """SGLang 0.5.23's GET /v1/loads (entrypoints/v1_loads.py, LoadSnapshot.to_dict): per DP rank, the core
+    keys plus the disaggregation and queues sections, read off the scheduler."""
+    out = []
+    role = srv.spec.role
+    for rank in srv.ranks:
+        if dp_rank is not None and str(rank.index) != dp_rank:
+            continue
+        g = dep.rank_gauges(srv, rank)
+        waiting = list(rank.waiting)
+        out.append({
+            "timestamp": time.time(), "dp_rank": rank.index,
+            "num_running_reqs": int(g["sglang:num_running_reqs"]), "num_waiting_reqs": len(waiting),
+            "num_waiting_uncached_tokens": sum(r.shape.uncached_tokens for r in waiting),
+            "num_used_tokens": int(g["sglang:num_used_tokens"]), "num_total_tokens": rank.max_total_tokens,
+            "num_active_tokens": int(g["sglang:decode_sum_seq_lens"]), "num_prealloc_ready_tokens": 0,
+            "max_total_num_tokens": rank.max_total_tokens, "max_running_requests": rank.capacity,
+            "token_usage": g["sglang:token_usage"], "gen_throughput": g["sglang:gen_throughput"],
+            "cache_hit_rate": g["sglang:cache_hit_rate"], "utilization": g["sglang:utilization"],
+            "total_prefill_uncached_tokens": 0, "total_prefill_busy_us": 0,
+            "disaggregation": {
+                "mode": {"server": "null"}.get(role, role),
+                "prefill_bootstrap_queue_reqs": len(rank.bootstrap), "prefill_inflight_queue_reqs": len(rank.inflight),
+                "decode_prealloc_queue_reqs": len(rank.prealloc), "decode_transfer_queue_reqs": len(rank.transfer),
+                "decode_retracted_queue_reqs": 0, "kv_transfer_speed_gb_s": 0.0, "kv_transfer_latency_ms": 0.0},
+            "queues": {"waiting": len(waiting), "grammar": 0, "paused": 0,
+                       "retracted": int(g["sglang:num_retracted_reqs"]), "prealloc_ready": 0},
+        })
+    return {"timestamp": datetime.now(timezone.utc).isoformat(), "version": "0.5.23", "accelerator": None,
+            "num_accelerators": max(srv.spec.tp_size * srv.spec.pp_size // max(len(srv.ranks), 1), 1),
+            "loads": out}
+
+
 def _model_info(srv: ServerSim) -> dict[str, Any]:
-    return {"model_path": srv.spec.model_name, "tokenizer_path": srv.spec.model_name, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default", "model_type": "emulated",
+    """SGLang 0.5.23's /model_info (http_server.py `model_info`): the same keys."""
+    name = srv.spec.model_name
+    return {"model_path": name, "served_model_name": name, "tokenizer_path": name, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default", "load_format": "auto",
+            "reasoning_parser": None, "tool_call_parser": None,
+            "disaggregation_mode": {"server": "null"}.get(srv.spec.role, srv.spec.role),
+            "has_image_understanding": False, "has_audio_understanding": False, "model_type": "emulated",
             "architectures": ["EmulatedForCausalLM"]}
 
 
 class Emulator:
     def __init__(self, config: Config, base_port: int = 0, *, speed: float = 1.0, seed: int = 0,
                  incidents: Iterable[str | Incident] = (), request_log_dir: str | Path | None = None,
-                 tick_seconds: float = 0.2, rates: dict[str, float] | None = None) -> None:
-        """base_port 0: every listener gets a free port from the OS (see `layout`/`localized_config`)."""
+                 tick_seconds: float = 0.2, rates: dict[str, float] | None = None, synthetic: bool = True) -> None:
+        """base_port 0: every listener gets a free port from the OS (see `layout`/`localized_config`).
+
+        `synthetic` False: no built-in load, only the requests clients send (a `rates` entry still wins)."""
         self.config = config
         self.base_port = base_port
         self.speed = speed
         self.seed = seed
         self.request_log_dir = request_log_dir
         self.tick_seconds = tick_seconds
-        self.rates = rates or {}
+        self.rates = dict(rates or {})
+        if not synthetic:
+            self.rates = {d.name: self.rates.get(d.name, 0.0) for d in config.deployments}
+        self._t0 = time.monotonic()
+        self._offset = 0.0  # emulated seconds added by advance()
+        self._stopping = False
+        self._clock_waiter = Waiter()
+        self._unknown_paths: set[tuple[str, str]] = set()
         self._pending = list(incidents)
         self.layout: Layout = plan(config, base_port)
         self.deployments: dict[str, EmulatedDeployment] = {}
@@ -172,11 +226,12 @@ class Emulator:
             self.add_incident(spec)
         self._pending = []
         await self._sync_listeners()
-        if self.speed > 0:
-            self._task = asyncio.create_task(self._clock())
+        self._t0 = time.monotonic()
+        self._task = asyncio.create_task(self._clock())
         log.info("emulator up: control %s, %d deployment(s)", self.layout.control_url, len(self.deployments))
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -252,19 +307,54 @@ class Emulator:
         return self.layout.control_url
 
     # --- clock and incidents -------------------------------------------------------------------
+    def target_now(self) -> float:
+        """Where the emulated clock should be now."""
+        return self._offset + (time.monotonic() - self._t0) * self.speed
+
+    def sync(self) -> None:
+        """Run every deployment's events up to now (cheap when nothing is due)."""
+        target = self.target_now()
+        for dep in self.deployments.values():
+            dep.advance_to(target)
+
+    def wall_seconds(self, emulated: float | None, longest: float) -> float:
+        """Real seconds until `emulated` seconds from now have passed on the emulated clock (at most `longest`)."""
+        if emulated is None or self.speed <= 0:
+            return longest
+        return min(max(emulated / self.speed, 0.0), longest)
+
+    def _next_event_in(self) -> float | None:
+        times = [t for t in (d.next_event_time() for d in self.deployments.values()) if t is not None]
+        return min(times) - self.target_now() if times else None
+
     async def _clock(self) -> None:
-        last = time.monotonic()
+        """Keep the clock current: wake for the next scheduled event (at most every tick), run it."""
         while True:
-            await asyncio.sleep(self.tick_seconds)
-            now = time.monotonic()
-            await self.advance((now - last) * self.speed)
-            last = now
+            self.sync()
+            await self._sync_listeners()
+            await self._clock_waiter.wait(self.wall_seconds(self._next_event_in(), self.tick_seconds) + 0.0005)
+
+    def poke(self) -> None:
+        """New events were scheduled (a request arrived): let the clock task recompute its sleep."""
+        self._clock_waiter.wake()
 
     async def advance(self, seconds: float) -> None:
-        """Move every deployment's clock by `seconds` of emulated time, then open/close ports."""
+        """Move every deployment's clock by `seconds` of emulated time at once, then open/close ports.
+
+        Bounded (MAX_ADVANCE_SECONDS) and run in steps that yield to the event loop, so a long jump
+        neither blocks the other handlers nor outlives a stop."""
+        if not (math.isfinite(seconds) and 0 <= seconds <= MAX_ADVANCE_SECONDS):
+            raise ValueError(f"advance must be a finite number of seconds in [0, {MAX_ADVANCE_SECONDS:g}], "
+                             f"got {seconds!r}")
         async with self._lock:
-            for dep in self.deployments.values():
-                dep.advance(seconds)
+            left = seconds
+            while left > 0 and not self._stopping:
+                step = min(left, ADVANCE_STEP_SECONDS)
+                self._offset += step
+                left -= step
+                self.sync()
+                await asyncio.sleep(0)
+            self.sync()
             await self._sync_listeners()
 
     async def _sync_listeners(self) -> None:
@@ -308,7 +398,8 @@ class Emulator:
 
     # --- apps ----------------------------------------------------------------------------------
     def _server_app(self, dep: EmulatedDeployment, srv: ServerSim) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[count_http], client_max_size=64 * 1024**2)  # 128K-token prompts
+        app[SERVER_KEY] = srv
 
         def guard(request: web.Request) -> None:
             # A connection opened before the port closed must not be answered either.
@@ -351,7 +442,25 @@ class Emulator:
             app.router.add_get(path, server_info)
         for path in ("/model_info", "/get_model_info"):
             app.router.add_get(path, model_info)
+        async def unknown(request: web.Request) -> web.Response:
+            guard(request)
+            # What a gateway probes that this emulator does not serve (smg 1.13 polls /loads, which SGLang
+            # 0.5.23 does not have either): worth one line per path, not one per poll.
+            key = (request.method, request.path)
+            if key not in self._unknown_paths:
+                self._unknown_paths.add(key)
+                log.info("%s: %s %s is not emulated (404; said once)", srv.spec.name, *key)
+            return web.json_response({"detail": "Not Found"}, status=404)
+
+        async def loads(request: web.Request) -> web.Response:
+            guard(request)
+            self.sync()
+            return web.json_response(_loads(dep, srv, request.query.get("dp_rank")))
+
         app.router.add_get("/v1/models", models)
+        app.router.add_get("/v1/loads", loads)
+        ServingEndpoints(self, dep, srv, guard).add_routes(app)
+        app.router.add_route("*", "/{tail:.*}", unknown)
         return app
 
     def _npu_app(self, dep: EmulatedDeployment, dl: DeploymentLayout) -> web.Application:
@@ -366,11 +475,11 @@ class Emulator:
 
 def run_emulator(config: Config, base_port: int, *, speed: float = 1.0, seed: int = 0,
                  incidents: Iterable[str] = (), request_log_dir: str | None = None,
-                 ready: Any = None) -> None:
+                 ready: Any = None, synthetic: bool = True) -> None:
     """Run until SIGINT/SIGTERM (the CLI's `slo-monitor emulate`). `ready(emulator)` is called once up."""
     async def main() -> None:
         emu = Emulator(config, base_port, speed=speed, seed=seed, incidents=incidents,
-                       request_log_dir=request_log_dir)
+                       request_log_dir=request_log_dir, synthetic=synthetic)
         await emu.start()
         stop = asyncio.Event()
         on_stop_signals(stop.set)

@@ -209,8 +209,9 @@ def localize(config: Config, base_port: int, request_log_dir: str | None = None)
         targets = [Target(role=s.role, url=f"{s.url}/metrics", name=s.name) for s in dl.servers]
         targets.append(Target(role="npu", source="npu-exporter", url=dl.npu_url, name=f"{dep.name}-npu"))
         if any(t.role == "router" for t in dep.targets):
+            gateway = next((t.gateway for t in dep.targets if t.gateway), None)  # which one to launch there
             targets.append(Target(role="router", url=f"http://{HOST}:{dl.router_metrics_port}/metrics",
-                                  name=f"{dep.name}-router"))
+                                  name=f"{dep.name}-router", gateway=gateway))
         if request_log_dir:
             for s in dl.servers:
                 if s.role != "prefill":

@@ -21,6 +21,12 @@ def _ok(x: float | None) -> bool:
     return x is not None and not math.isnan(x) and not math.isinf(x)
 
 
+def _add(family: GaugeMetricFamily, labels: list[str], value: float | None) -> None:
+    """A value the engine could not compute (None, from NaN) is left out, never sent as 0."""
+    if _ok(value):
+        family.add_metric(labels, value)  # type: ignore[arg-type]
+
+
 def _fmt_q(q: float) -> str:
     return f"{q:g}"
 
@@ -28,12 +34,12 @@ def _fmt_q(q: float) -> str:
 def families_from_status(status: StatusResponse) -> Iterator[Metric]:
     D, DS, DSW = ["deployment"], ["deployment", "sli"], ["deployment", "sli", "window"]
     target = GaugeMetricFamily(C.M_SLI_TARGET, "SLO latency target of each SLI, from the recipe or config.", labels=DS)
-    objective = GaugeMetricFamily(C.M_OBJECTIVE, "SLO objective: share of events that must meet the target.", labels=DS)
+    objective = GaugeMetricFamily(C.M_OBJECTIVE, "SLO objective: share of events that must meet the target (availability: succeed).", labels=DS)
     edge = GaugeMetricFamily(C.M_TARGET_IS_EDGE, "1 when the target is a bucket edge of SGLang's histogram (exact SLI), 0 when interpolated.", labels=DS)
-    good = GaugeMetricFamily(C.M_GOOD_RATIO, "Share of events in the window at or under the target (SLI).", labels=DSW)
+    good = GaugeMetricFamily(C.M_GOOD_RATIO, "Share of events in the window at or under the target (SLI); for availability, of requests without a server-side failure.", labels=DSW)
     lower = GaugeMetricFamily(C.M_GOOD_RATIO_LOWER, "Lower bound of the SLI when the target is not a bucket edge.", labels=DSW)
     upper = GaugeMetricFamily(C.M_GOOD_RATIO_UPPER, "Upper bound of the SLI when the target is not a bucket edge.", labels=DSW)
-    events = GaugeMetricFamily(C.M_EVENTS, "Events (requests, or tokens for ITL) observed in the window.", labels=DSW)
+    events = GaugeMetricFamily(C.M_EVENTS, "Events (requests, or tokens for ITL; for availability the requests the gateway answered) observed in the window.", labels=DSW)
     burn = GaugeMetricFamily(C.M_BURN_RATE, "Error-budget burn rate over the window: (1 - SLI) / (1 - objective).", labels=DSW)
     budget = GaugeMetricFamily(C.M_BUDGET_REMAINING, "Error budget left over the SLO period (or the history the sidecar has), as a ratio; negative when overspent.", labels=DS)
     # A summary per window: quantiles (histogram_quantile semantics) plus the window's sum and count.
@@ -59,20 +65,16 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
             target.add_metric(ls, s.target_seconds)
             objective.add_metric(ls, s.objective)
             edge.add_metric(ls, 1.0 if s.target_is_bucket_edge else 0.0)
-            if _ok(s.error_budget_remaining):
-                budget.add_metric(ls, s.error_budget_remaining)  # type: ignore[arg-type]
+            _add(budget, ls, s.error_budget_remaining)
             for w in s.windows:
                 lw = [*ls, w.window]
-                # A value the engine could not compute (None, from NaN) is left out, never sent as 0.
-                if _ok(w.events):
-                    events.add_metric(lw, w.events)  # type: ignore[arg-type]
-                if _ok(w.burn_rate):
-                    burn.add_metric(lw, w.burn_rate)  # type: ignore[arg-type]
-                if _ok(w.good_ratio):
-                    good.add_metric(lw, w.good_ratio)  # type: ignore[arg-type]
-                    if not s.target_is_bucket_edge and _ok(w.good_ratio_lower) and _ok(w.good_ratio_upper):
-                        lower.add_metric(lw, w.good_ratio_lower)  # type: ignore[arg-type]
-                        upper.add_metric(lw, w.good_ratio_upper)  # type: ignore[arg-type]
+                _add(events, lw, w.events)
+                _add(burn, lw, w.burn_rate)
+                _add(good, lw, w.good_ratio)
+                if _ok(w.good_ratio) and not s.target_is_bucket_edge and _ok(w.good_ratio_lower) \
+                        and _ok(w.good_ratio_upper):
+                    lower.add_metric(lw, w.good_ratio_lower)  # type: ignore[arg-type]
+                    upper.add_metric(lw, w.good_ratio_upper)  # type: ignore[arg-type]
                 lab = {"deployment": dep.name, "sli": s.sli, "window": w.window}
                 for q, v in ((0.5, w.p50_seconds), (0.9, w.p90_seconds), (0.99, w.p99_seconds)):
                     if _ok(v):
@@ -85,6 +87,16 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                         quant.add_sample(C.M_LATENCY_QUANTILE + "_sum", lab, total)
                 if _ok(w.mean_seconds):
                     mean.add_metric(lw, w.mean_seconds)  # type: ignore[arg-type]
+        a = dep.availability
+        if a is not None:  # the availability SLI, under the same families as the latency SLIs (sli label)
+            ls = [dep.name, a.sli]
+            objective.add_metric(ls, a.objective)
+            _add(budget, ls, a.error_budget_remaining)
+            for aw in a.windows:
+                lw = [*ls, aw.window]
+                _add(events, lw, aw.requests)
+                _add(burn, lw, aw.burn_rate)
+                _add(good, lw, aw.good_ratio)
         for role, metrics in sorted(dep.load.items()):
             for metric, v in sorted(metrics.items()):
                 load.add_metric([dep.name, role, metric], v)

@@ -6,16 +6,20 @@ from dataclasses import dataclass
 
 from monitor.config import Deployment
 from monitor.conventions import (
+    AVAILABILITY_SERIES,
+    AVAILABILITY_SLI,
     BUCKET_FLAGS,
     DEFAULT_BUCKETS,
     ENGINE_ROLES,
     ENGINE_TYPE_LABEL,
+    GATEWAY_SMG,
     GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
     LOG_FINISHED_TOTAL,
     PREFILL_ENGINE_TYPE,
     REQUEST_SLIS,
     SLI_FAMILIES,
+    AvailabilitySeries,
     format_le,
 )
 from monitor.generate.options import Options
@@ -128,7 +132,45 @@ class GoodputPlan:
         return f"{pct}% of requests succeeding" + (f" with {met}" if met else "")
 
 
-Plan = SLIPlan | GoodputPlan
+@dataclass(frozen=True)
+class AvailabilityPlan:
+    """The optional availability SLO: requests the gateway answered without a server-side failure, from the
+    gateway's own counters (which ones depends on its version: `conventions.AVAILABILITY_SERIES`). It records
+    and alerts under the same names as the other SLIs (label sli="availability")."""
+
+    deployment: str
+    objective: float
+    gateway: str
+    sli: str = AVAILABILITY_SLI
+    approximate: bool = False
+
+    @property
+    def series(self) -> AvailabilitySeries:
+        return AVAILABILITY_SERIES[self.gateway]
+
+    @property
+    def budget(self) -> float:
+        return round(1.0 - self.objective, 12)
+
+    @property
+    def title(self) -> str:
+        return "Availability"
+
+    @property
+    def long_name(self) -> str:
+        return "gateway availability"
+
+    @property
+    def sli_metric(self) -> str:
+        return " + ".join(m.family for m in self.series.bad)
+
+    def describe(self) -> str:
+        pct = format_number(round(self.objective * 100, 6))
+        failure = "a 5xx or a stream broken mid-body" if self.gateway == GATEWAY_SMG else "a 5xx"
+        return f"{pct}% of the requests the gateway ({self.gateway}) answers without a server-side failure ({failure})"
+
+
+Plan = SLIPlan | GoodputPlan | AvailabilityPlan
 
 
 def goodput_plan(dep: Deployment) -> GoodputPlan | None:
@@ -136,6 +178,12 @@ def goodput_plan(dep: Deployment) -> GoodputPlan | None:
         return None
     targets = {s: t for s in REQUEST_SLIS if (t := dep.target_seconds(s)) is not None}
     return GoodputPlan(dep.name, dep.goodput_objective, targets)
+
+
+def availability_plan(dep: Deployment) -> AvailabilityPlan | None:
+    if dep.availability_objective is None:
+        return None
+    return AvailabilityPlan(dep.name, dep.availability_objective, dep.gateway)
 
 
 def edges_for(dep: Deployment, sli: str) -> tuple[float, ...]:
@@ -176,10 +224,9 @@ def resolve_sli(dep: Deployment, sli: str, approximate: bool) -> SLIPlan:
 
 
 def plan_slis(dep: Deployment, options: Options) -> list[Plan]:
-    """The histogram SLIs with a target, then the goodput SLO when the deployment has one."""
+    """The histogram SLIs with a target, then the goodput and availability SLOs the deployment has."""
     plans: list[Plan] = [resolve_sli(dep, sli, options.approximate) for sli in dep.slis]
-    goodput = goodput_plan(dep)
-    return plans + [goodput] if goodput else plans
+    return plans + [p for p in (goodput_plan(dep), availability_plan(dep)) if p is not None]
 
 
 def scraped_roles(dep: Deployment) -> list[str]:

@@ -27,7 +27,7 @@ from monitor.conventions import (
 from monitor.escaping import matchers
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
-from monitor.generate.plan import GoodputPlan, Plan, engine_selector, scraped_roles
+from monitor.generate.plan import AvailabilityPlan, GoodputPlan, Plan, engine_selector, scraped_roles
 from monitor.generate.rules import burn_alerts, burn_factor
 from monitor.generate.symptoms import PAGE_ROLES, global_groups, symptom_groups
 from monitor.promql import format_number, selector
@@ -54,8 +54,43 @@ def expanded_labels(rule: dict[str, Any]) -> dict[str, str]:
     return {k: render(v, 0.0, {}) for k, v in rule["labels"].items()}
 
 
+def _counter(metric: str, labels: dict[str, str], per_step: float, steps: int) -> dict[str, str]:
+    return {"series": selector(metric, labels), "values": f"0+{format_number(per_step)}x{steps}"}
+
+
+def _availability_series(plan: AvailabilityPlan, error: float | None, steps: int) -> list[dict[str, str]]:
+    """The gateway's counters as its version writes them (docs/gateways.md): failures of every kind the SLI
+    counts, and around them what it must not count (client disconnects, 4xx, the gateway's own endpoints)."""
+    base = {"deployment": plan.deployment, "role": "router", "instance": "10.0.0.3:29000", "job": "sglang-router"}
+    total = 0.0 if error is None else TOTAL_PER_STEP
+    bad = 0.0 if error is None else TOTAL_PER_STEP * error
+    resp, errors = names.SMG_HTTP_RESPONSES, names.SMG_ROUTER_ERRORS
+    if plan.gateway == names.GATEWAY_SGLANG_ROUTER:
+        def code(status: str, n: float) -> dict[str, str]:
+            return _counter(resp, {**base, "status_code": status, "error_code": ""}, n, steps)
+        return [_counter(names.SMG_ROUTER_REQUESTS, {**base, "endpoint": "generate", "streaming": "true"}, total, steps),
+                code("200", total - bad + 50), code("500", bad), code("408", 0.02 * total)]
+    # smg 1.13: half the failures are a worker's 500 passed through (status 500, no error_code, and a
+    # backend_error), a quarter the gateway's own 503, a quarter streams broken mid-body (200 + backend_error).
+    passed, own = bad / 2, bad / 4
+    disconnects, full = 0.05 * total, 0.02 * total
+
+    def answered(path: str, status: str, error_code: str, n: float) -> dict[str, str]:
+        return _counter(resp, {**base, "path": path, "status_code": status, "error_code": error_code}, n, steps)
+    return [answered("/generate", "200", "", total - passed - own - disconnects - full),
+            answered("/generate", "500", "", passed),
+            answered("/generate", "503", "no_available_workers", own),
+            answered("/generate", "499", "client_closed_request", disconnects),
+            answered("/generate", "429", "admission_queue_full", full),
+            answered("/health_generate", "503", "no_workers", 50.0),
+            answered("/readiness", "503", "", 50.0),
+            _counter(errors, {**base, "endpoint": "generate", "error_type": "backend_error"}, bad - own, steps)]
+
+
 def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
     """Counters for one SLI; `error=None` means no traffic (flat counters)."""
+    if isinstance(plan, AvailabilityPlan):
+        return _availability_series(plan, error, steps)
     base = {"deployment": plan.deployment, "role": role}
     total = 0.0 if error is None else TOTAL_PER_STEP
     good = 0.0 if error is None else TOTAL_PER_STEP * (1 - error)
@@ -174,6 +209,40 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
                  2 * target),
             case("healthy stays quiet", fine, fine, None),
             case("idle stays quiet", None, None, None)]
+def _symptom_case(dep: Deployment, opts: Options, name: str, alertname: str, series: dict[str, str],
+                  quiet_at: int, firing_at: int, fired: dict[str, str], value: float) -> dict[str, Any]:
+    """One symptom alert over 1-minute samples: quiet at `quiet_at` minutes, firing with `fired` labels later."""
+    rule = next(r for g in symptom_groups(dep, opts) for r in g["rules"] if r.get("alert") == alertname)
+    labels = {**expanded_labels(rule), **fired}
+    return {"name": f"{dep.name}: {name}", "interval": opts.duration("1m"),
+            "input_series": [{"series": s, "values": v} for s, v in series.items()],
+            "alert_rule_test": [
+                {"eval_time": opts.duration(quiet_at * 60), "alertname": alertname, "exp_alerts": []},
+                {"eval_time": opts.duration(firing_at * 60), "alertname": alertname, "exp_alerts": [
+                    {"exp_labels": labels,
+                     "exp_annotations": {k: render(v, value, labels) for k, v in rule["annotations"].items()}}]}]}
+
+
+def _gateway_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+    """A circuit breaker that opens pages nothing for a minute, then tickets; PD rendezvous failures at smg
+    1.13's registration probe (one per prefill without a bootstrap listener) never fire, a bootstrap-phase one
+    does."""
+    if not dep.router_targets:
+        return []
+    base = {"deployment": dep.name, "role": "router", "instance": "10.0.0.3:29000", "job": "sglang-router"}
+    worker = {**base, "worker": "http://10.0.0.9:30000"}
+    cases = [_symptom_case(dep, opts, "gateway circuit breaker open", names.ALERT_GATEWAY_CIRCUIT_OPEN,
+                           {selector(names.SMG_WORKER_CB_STATE, worker): "0 0 1x6"}, 2, 5, worker, 1.0)]
+    if dep.mode == "pd-disaggregated" and names.gateway_has(dep.gateway, names.SMG_PD_RENDEZVOUS_FAILURES):
+        failures = names.SMG_PD_RENDEZVOUS_FAILURES
+        probe = {**base, "leg": "prefill", "phase": names.RENDEZVOUS_PROBE_PHASE}
+        bootstrap = {**base, "leg": "decode", "phase": "bootstrap"}
+        cases.append(_symptom_case(
+            dep, opts, "PD rendezvous failures: registration probes stay quiet, a bootstrap failure pages",
+            names.ALERT_GATEWAY_PD_FAILURES,
+            {selector(failures, probe): "0 1 2x9", selector(failures, bootstrap): "0x5 2x5"}, 5, 8,
+            {"deployment": dep.name, "leg": "decode", "phase": "bootstrap"}, 2.0))
+    return cases
 
 
 def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str, Any]:
@@ -201,6 +270,7 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
     if down:
         tests.append(down)
     tests += _leading_cases(dep, opts)
+    tests += _gateway_cases(dep, opts)
     return {"rule_files": [f"../{names.rules_file(dep.name)}"], "evaluation_interval": opts.duration(STEP),
             "tests": tests}
 

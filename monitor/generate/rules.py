@@ -6,7 +6,9 @@ Per deployment and SLI (only SLIs with `<sli>_target_seconds`):
   slo_monitor:sli_error:ratio_rate<w>   1 - good/total, absent when total == 0 (no traffic)
   slo_monitor:burn_rate:ratio_rate<w>   error ratio / (1 - objective)
 for w in RULE_WINDOWS (5m 30m 1h 2h 6h 1d 3d), computed from raw counters so every window is
-traffic-weighted (the optional goodput SLO, sli="goodput", from the sidecar's two request-log counters); the SLO period (e.g. 30d) is the ratio of `sum_over_time` of the 5m good and
+traffic-weighted (the optional goodput SLO, sli="goodput", from the sidecar's two request-log counters; the
+optional availability SLO, sli="availability", from the gateway's counters: good = requests - failed, see
+conventions.AVAILABILITY_SERIES); the SLO period (e.g. 30d) is the ratio of `sum_over_time` of the 5m good and
 total rates (traffic-weighted, cheap). All carry labels {deployment, sli}.
 """
 
@@ -26,8 +28,25 @@ from monitor.conventions import (
 )
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
-from monitor.generate.plan import GoodputPlan, Plan, SLIPlan, engine_exclusions, engine_selector
-from monitor.promql import error_ratio, format_number, good_rate, mean_latency, selector, sum_rate
+from monitor.generate.plan import (
+    AvailabilityPlan,
+    GoodputPlan,
+    Plan,
+    SLIPlan,
+    engine_exclusions,
+    engine_selector,
+)
+from monitor.promql import (
+    error_ratio,
+    format_number,
+    good_from_bad,
+    good_rate,
+    matched_selector,
+    mean_latency,
+    selector,
+    sum_rate,
+    sum_rate_of,
+)
 
 PERIOD_30D = 30 * 86400
 
@@ -62,6 +81,12 @@ def good_and_total(dep: Deployment, plan: Plan, w: str) -> tuple[str, str]:
     eq = {"deployment": dep.name}
     if isinstance(plan, GoodputPlan):
         return sum_rate(plan.good_metric, eq, {}, w), sum_rate(plan.total_metric, eq, {}, w)
+    if isinstance(plan, AvailabilityPlan):
+        router = {**eq, "role": "router"}
+        spec = plan.series
+        total = sum_rate_of(matched_selector(spec.total.family, router, spec.total.matchers), w)
+        bad = [sum_rate_of(matched_selector(m.family, router, m.matchers), w) for m in spec.bad]
+        return good_from_bad(total, bad), total
     roles = SLI_ROLES[plan.sli]
     regex, neq = engine_selector(dep, roles), engine_exclusions(dep, roles)
     if not plan.approximate:
@@ -150,6 +175,11 @@ def burn_annotations(dep: Deployment, plan: Plan, severity: str, long_w: str, sh
 
 def _runbook(dep: Deployment, plan: Plan, long_w: str) -> str:
     rule = selector(names.sli_error(long_w), {"deployment": dep.name, "sli": plan.sli})
+    if isinstance(plan, AvailabilityPlan):
+        return (f"Requests fail at the gateway ({plan.gateway}). Open the 'SGLang deployment' dashboard, row "
+                f"'Gateway', for {dep.name}: which status codes and error codes (5xx; 499 are client disconnects and "
+                f"do not count), which workers are unhealthy or behind an open circuit breaker, whether it sheds "
+                f"load; then the workers' own logs. Rules: {rule}.")
     if isinstance(plan, GoodputPlan):
         return (f"Goodput is counted per request from SGLang's request log by the slo-monitor sidecar. Check "
                 f'{selector(names.M_MISSED, {"deployment": dep.name})} for which target requests miss (ttft, '

@@ -16,6 +16,7 @@ from monitor.conventions import (
     SLI_FAMILIES,
 )
 from monitor.escaping import template_literal
+from monitor.generate.gateway import gateway_alerts
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
 from monitor.generate.plan import engine_selector, scraped_roles
@@ -105,13 +106,7 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
                  f"({template_literal(baseline.source or 'recipe')}).",
                  "Compare the launch flags and load with the recipe; look for retractions, low spec accept "
                  "length and accelerator throttling.")))
-    if "router" in scraped_roles(dep) and any(t.source == "router" for t in dep.targets):
-        rules.append(alert(
-            names.ALERT_ROUTER_WORKER, f"{selector('smg_worker_health', eq)} == 0", opts.duration("2m"),
-            {**base, "severity": "ticket"},
-            _ann(f"{d}: router marks worker {{{{ $labels.worker }}}} unhealthy",
-                 f"smg_worker_health == 0 for a worker of deployment {d}'s router.",
-                 "Check the worker's /health endpoint and logs.")))
+    rules += gateway_alerts(dep, opts, base)
     # One group, recordings first: the alerts read them at the same evaluation (see rules.slo_groups).
     lead = leading_rules(dep, opts)
     lead_rec, lead_alerts = [r for r in lead if "record" in r], [r for r in lead if "alert" in r]

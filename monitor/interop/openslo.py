@@ -1,6 +1,7 @@
 """OpenSLO v1 interop: our deployments as `kind: SLO` documents, and OpenSLO files read back as a Config.
 
-One file per deployment (`openslo/<deployment>.yaml`), one document per SLI. The indicator is a
+One file per deployment (`openslo/<deployment>.yaml`), one document per SLI (the availability SLO's
+indicator counts `bad` requests over `total`, from the gateway's counters). The indicator is a
 `ratioMetric` over SGLang's histogram counters (`counter: true`: the OpenSLO tool takes the
 rates): good = `_bucket{le="<target>"}` with the exact `le` string prometheus_client writes,
 total = `_count`. What OpenSLO has no field for (targets, model, hardware, mode, buckets, the exact
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from monitor.config import Config, ConfigError, Deployment, format_validation_error
 from monitor.conventions import (
+    AVAILABILITY_SLI,
     GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
     SLI_FAMILIES,
@@ -30,13 +32,15 @@ from monitor.escaping import yaml_text
 from monitor.generate.plan import (
     SLI_LONG,
     SLI_TITLES,
+    AvailabilityPlan,
     GoodputPlan,
+    availability_plan,
     engine_exclusions,
     engine_selector,
     goodput_plan,
     resolve_sli,
 )
-from monitor.promql import format_number, selector
+from monitor.promql import format_number, matched_selector, selector
 
 API_VERSION = "openslo/v1"
 ANN = "slo-monitor.io/"
@@ -106,9 +110,9 @@ def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
     }
 
 
-def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
-    """The goodput SLO over the sidecar's two request-log counters (good = met every target)."""
-    eq = {"deployment": dep.name}
+def _counter_document(dep: Deployment, plan: GoodputPlan | AvailabilityPlan, description: str,
+                      queries: dict[str, str], objective: str) -> dict[str, Any]:
+    """An SLO over counters (`queries`: good or bad, and total) with no latency target of its own."""
     return {
         "apiVersion": API_VERSION,
         "kind": "SLO",
@@ -119,24 +123,45 @@ def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
             "annotations": {A_DEPLOYMENT: json.dumps(_carried(dep), sort_keys=True)},
         },
         "spec": {
-            "description": f"{dep.name}: {plan.describe()} over {dep.period}, counted per request from SGLang's "
-                           "request log by slo-monitor",
+            "description": description,
             "service": dep.name,
             "indicator": {
                 "metadata": {"name": object_name(dep.name, plan.sli, "sli")},
-                "spec": {"ratioMetric": {
-                    "counter": True,
-                    "good": {"metricSource": {"type": "Prometheus",
-                                              "spec": {"query": selector(plan.good_metric, eq)}}},
-                    "total": {"metricSource": {"type": "Prometheus",
-                                               "spec": {"query": selector(plan.total_metric, eq)}}},
-                }},
+                "spec": {"ratioMetric": {"counter": True, **{
+                    key: {"metricSource": {"type": "Prometheus", "spec": {"query": q}}} for key, q in queries.items()}}},
             },
             "timeWindow": [{"duration": dep.period, "isRolling": True}],
             "budgetingMethod": "Occurrences",
-            "objectives": [{"displayName": "requests meeting every target", "target": plan.objective}],
+            "objectives": [{"displayName": objective, "target": plan.objective}],
         },
     }
+
+
+def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
+    """The goodput SLO over the sidecar's two request-log counters (good = met every target)."""
+    eq = {"deployment": dep.name}
+    return _counter_document(
+        dep, plan, f"{dep.name}: {plan.describe()} over {dep.period}, counted per request from SGLang's request log "
+        "by slo-monitor", {"good": selector(plan.good_metric, eq), "total": selector(plan.total_metric, eq)},
+        "requests meeting every target")
+
+
+def _counter_sum(selectors: list[str]) -> str:
+    """One cumulative count from several counters (a counter the gateway has not created yet counts 0)."""
+    if len(selectors) == 1:
+        return selectors[0]
+    return " + ".join(f"(sum({s}) or vector(0))" for s in selectors)
+
+
+def availability_document(dep: Deployment, plan: AvailabilityPlan) -> dict[str, Any]:
+    """The availability SLO over the gateway's counters (failed requests as `bad`), per its version."""
+    router = {"deployment": dep.name, "role": "router"}
+    spec = plan.series
+    return _counter_document(
+        dep, plan, f"{dep.name}: {plan.describe()} over {dep.period}",
+        {"bad": _counter_sum([matched_selector(m.family, router, m.matchers) for m in spec.bad]),
+         "total": matched_selector(spec.total.family, router, spec.total.matchers)},
+        "requests without a server-side failure")
 
 
 def render_openslo(config: Config) -> dict[str, str]:
@@ -147,6 +172,9 @@ def render_openslo(config: Config) -> dict[str, str]:
         goodput = goodput_plan(dep)
         if goodput is not None:
             docs.append(goodput_document(dep, goodput))
+        availability = availability_plan(dep)
+        if availability is not None:
+            docs.append(availability_document(dep, availability))
         if docs:
             files[f"openslo/{dep.name}.yaml"] = "---\n".join(yaml_text(d) for d in docs)
     return files
@@ -226,17 +254,20 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
             ratio = ((indicator or {}).get("spec") or {}).get("ratioMetric")
             if not isinstance(ratio, dict):
                 raise ValueError("only `indicator.spec.ratioMetric` (good/total over SGLang buckets) is supported")
-            good = _query(ratio, "good")
             _query(ratio, "total")
-            if labels.get("sli") == GOODPUT_SLI or GOODPUT_REQUESTS_TOTAL in good:
-                sli: str | None = GOODPUT_SLI
+            # The availability SLO counts failures (`bad`); every other SLO counts good events.
+            good = "" if labels.get("sli") == AVAILABILITY_SLI else _query(ratio, "good")
+            if labels.get("sli") == AVAILABILITY_SLI:
+                sli: str | None = AVAILABILITY_SLI
+            elif labels.get("sli") == GOODPUT_SLI or GOODPUT_REQUESTS_TOTAL in good:
+                sli = GOODPUT_SLI
             else:
                 sli = labels.get("sli") if labels.get("sli") in SLI_FAMILIES else _sli_of(good)
             if sli is None:
                 raise ValueError(f"cannot tell the SLI: label `sli` is missing and the good query names no "
                                  f"SGLang latency histogram bucket: {good!r}")
-            if sli == GOODPUT_SLI:
-                target = 0.0  # goodput has no latency target of its own
+            if sli in (GOODPUT_SLI, AVAILABILITY_SLI):
+                target = 0.0  # goodput and availability have no latency target of their own
             elif A_TARGET in ann:
                 target = float(ann[A_TARGET])
             else:
@@ -262,6 +293,9 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
             dep["period"] = period
         if sli == GOODPUT_SLI:
             dep["goodput_objective"] = objective
+            continue
+        if sli == AVAILABILITY_SLI:
+            dep["availability_objective"] = objective
             continue
         dep[f"{sli}_target_seconds"] = target
         objectives.setdefault(name, set()).add(objective)

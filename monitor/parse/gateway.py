@@ -1,7 +1,9 @@
 """What a gateway's expositions say, for smg 1.13 and sglang-router 0.3.2 alike (docs/gateways.md).
 
 - Its Prometheus listener: how many workers it lists, how many are healthy or behind an open circuit
-  breaker, how many requests it routed (`router_summary`).
+  breaker, how many requests it routed (`router_summary`); which of its counters count the requests and the
+  failed requests of the availability SLI (`availability_samples`, from `conventions.AVAILABILITY_SERIES`);
+  which gateway it is (`detect_gateway`).
 - Its `/engine_metrics`: every worker's `/metrics` merged into one exposition, each series labelled with
   `worker_addr` (0.3.2 also renames `sglang:` to `sglang_`; 1.13 keeps the names and pads a label a worker
   lacks with ""). `split_workers` gives each worker's samples back with the role its `engine_type` label
@@ -10,21 +12,29 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from monitor.conventions import (
+    AVAILABILITY_SERIES,
+    CB_OPEN,
     ENGINE_TYPE_LABEL,
     ENGINE_TYPE_ROLES,
+    GATEWAY_SGLANG_ROUTER,
+    GATEWAY_SMG,
     ROUTER_FAMILIES,
+    SMG_ADMISSION_INFLIGHT,
+    SMG_HTTP_RESPONSES,
     SMG_ROUTER_REQUESTS,
     SMG_WORKER_CB_STATE,
     SMG_WORKER_HEALTH,
     WORKER_ADDR_LABEL,
+    Matcher,
 )
-from monitor.parse.exposition import Sample
+from monitor.parse.exposition import Labels, Sample
 
-CB_OPEN = 1.0
 # Every sample name of the router families (counters, gauges, histograms) the sidecar reads.
 ROUTER_WANTED = frozenset(f + s for f in ROUTER_FAMILIES for s in ("", "_bucket", "_count", "_sum"))
 
@@ -47,6 +57,59 @@ def router_summary(samples: Iterable[Sample]) -> dict[str, float]:
         "workers_circuit_open": float(sum(1 for v in breakers if v == CB_OPEN)),
         "requests_total": requests,
     }
+
+
+@lru_cache(maxsize=64)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def matches(labels: Labels, matchers: Iterable[Matcher]) -> bool:
+    """Prometheus label matching: a missing label reads as "", regexes match the whole value."""
+    own = dict(labels)
+    for name, op, value in matchers:
+        have = own.get(name, "")
+        if op == "=":
+            ok = have == value
+        elif op == "!=":
+            ok = have != value
+        elif op == "=~":
+            ok = _regex(value).fullmatch(have) is not None
+        elif op == "!~":
+            ok = _regex(value).fullmatch(have) is None
+        else:
+            raise ValueError(f"unknown matcher operator {op!r}")
+        if not ok:
+            return False
+    return True
+
+
+def availability_samples(samples: Iterable[Sample], gateway: str) -> tuple[list[Sample], list[Sample]]:
+    """(samples counting requests, samples counting failed requests) of the availability SLI on `gateway`;
+    one sample can be in both (smg 1.13: a 5xx response is a request and a failure)."""
+    spec = AVAILABILITY_SERIES[gateway]
+    total: list[Sample] = []
+    bad: list[Sample] = []
+    for s in samples:
+        if s.name == spec.total.family and matches(s.labels, spec.total.matchers):
+            total.append(s)
+        if any(s.name == m.family and matches(s.labels, m.matchers) for m in spec.bad):
+            bad.append(s)
+    return total, bad
+
+
+def detect_gateway(samples: Iterable[Sample]) -> str | None:
+    """Which gateway wrote this listener exposition: smg 1.13 always exposes smg_admission_inflight and labels
+    its responses with `path`; sglang-router 0.3.2 has neither. None when it cannot tell (no such series)."""
+    responses = False
+    for s in samples:
+        if s.name == SMG_ADMISSION_INFLIGHT:
+            return GATEWAY_SMG
+        if s.name == SMG_HTTP_RESPONSES:
+            if any(k == "path" for k, _ in s.labels):
+                return GATEWAY_SMG
+            responses = True
+    return GATEWAY_SGLANG_ROUTER if responses else None
 
 
 def worker_address(url: str) -> str:

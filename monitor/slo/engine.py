@@ -3,7 +3,9 @@
 Which servers feed which number is `conventions.SLI_ROLES` / `COUNTER_ROLES` by the role of the target
 observed: a PD request is counted on the decode server that answers it, never again on its prefill
 server. A gateway's merged /engine_metrics arrives here one worker at a time, each with the role its
-`engine_type` names (`monitor.observations`). Load gauges come from every target.
+`engine_type` names (`monitor.observations`). Load gauges come from every target. A gateway's own listener
+feeds the availability SLI's two counters (which of its series count is its version's:
+`monitor.parse.gateway.availability_samples`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from collections.abc import Iterable, Mapping
 
 from monitor.config import Deployment, Target
 from monitor.conventions import (
+    AVAILABILITY_SLI,
     COUNTER_ROLES,
     COUNTERS,
+    GATEWAY_FAILED,
+    GATEWAY_REQUESTS,
     GAUGES,
     SERIES_EXPIRY_SECONDS,
     SIDECAR_WINDOWS,
@@ -24,11 +29,18 @@ from monitor.conventions import (
 )
 from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
+from monitor.parse.gateway import availability_samples, detect_gateway
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
 from monitor.slo.leading import leading_tpot
 from monitor.slo.load import aggregate, per_dp_rank
-from monitor.slo.state import DeploymentState, compute_sli_states, good_total
+from monitor.slo.state import (
+    DeploymentState,
+    availability_good_total,
+    compute_availability,
+    compute_sli_states,
+    good_total,
+)
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
 RATE_WINDOW = 300.0
@@ -43,6 +55,8 @@ class DeploymentEngine:
         self.book = SeriesBook()
         self._hist_keys: dict[str, set[tuple]] = {sli: set() for sli in SLI_FAMILIES}
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
+        # The availability SLI's series: (target, family, labels) counting requests, and failed requests.
+        self._gateway_keys: dict[str, set[tuple]] = {GATEWAY_REQUESTS: set(), GATEWAY_FAILED: set()}
         # target id -> (role, metric -> value per DP rank): plain floats, not the scrape's samples, so the
         # garbage collector has nothing to walk here (400 targets x 320 scheduler gauges otherwise).
         self._gauges: dict[str, tuple[str, dict[str, list[float]]]] = {}
@@ -111,6 +125,45 @@ class DeploymentEngine:
             self.resets[tid] = self.resets.get(tid, 0) + 1
         return 1 if resets else 0
 
+    def observe_gateway(self, target: Target, expo: Exposition, ts: float | None = None) -> int:
+        """Feed one successful scrape of a gateway's listener (source router); returns counter resets.
+
+        Its requests and failed requests feed the availability SLI when the deployment has one. Either way,
+        a gateway that is not the version the config says is flagged in `warnings[target]`: the SLI and the
+        generated rules would read the other version's counters."""
+        tid = target.id
+        warnings: list[str] = []
+        seen = detect_gateway(expo.selected)
+        if seen is not None and seen != self.deployment.gateway:
+            warnings.append(f"this gateway is {seen}, the config says {self.deployment.gateway}: set `gateway: "
+                            f"{seen}` on the router targets (the availability SLI and the generated rules read "
+                            f"each version's own counters)")
+        self.warnings[tid] = warnings
+        if self.deployment.availability_objective is None:
+            return 0
+        now = self._now if ts is None else ts
+        born = tid in self._observed
+        self._observed[tid] = now
+        total, bad = availability_samples(expo.selected, self.deployment.gateway)
+        resets = 0
+        updated: set[tuple] = set()
+        for kind, samples in ((GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)):
+            for s in samples:
+                if not (s.value >= 0 and s.value != float("inf")):
+                    warnings.append(f"{s.name}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")
+                    continue
+                key = (tid, s.name, s.labels)
+                if key not in updated:  # a 5xx response (smg 1.13) is a request and a failure: one update
+                    updated.add(key)
+                    sacc = self.book.scalar(key)
+                    sacc.seen = now
+                    if sacc.update(s.value, born=born):
+                        resets += 1
+                self._gateway_keys[kind].add(key)
+        if resets:
+            self.resets[tid] = self.resets.get(tid, 0) + 1
+        return 1 if resets else 0
+
     def restore(self, snapshots: Iterable[Snapshot], book: SeriesBook | None) -> int:
         """Reload history recorded by an earlier run of the sidecar; returns snapshots loaded.
 
@@ -121,7 +174,7 @@ class DeploymentEngine:
         for snap in snapshots:
             if self.store.latest() is not None and snap.ts <= self.store.latest().ts:  # type: ignore[union-attr]
                 continue
-            self.store.append(snap, BudgetPoint(snap.ts, self._good(snap.hists)))
+            self.store.append(snap, BudgetPoint(snap.ts, self._good(snap)))
             n += 1
         if book is not None:
             self.book = book
@@ -140,15 +193,23 @@ class DeploymentEngine:
             for key in book.scalars:
                 if key[1] in family_counter:
                     self._counter_keys[family_counter[key[1]]].add(key)
+                else:  # a gateway series: which of the availability counters it feeds
+                    total, bad = availability_samples([Sample(key[1], key[2], 0.0)], self.deployment.gateway)
+                    for kind, found in ((GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)):
+                        if found:
+                            self._gateway_keys[kind].add(key)
         return n
 
-    def _good(self, hists: Mapping[str, Hist]) -> dict[str, tuple[float, float]]:
+    def _good(self, snap: Snapshot) -> dict[str, tuple[float, float]]:
         good = {}
         for sli in self.deployment.slis:
-            h = hists.get(sli)
+            h = snap.hists.get(sli)
             target = self.deployment.target_seconds(sli)
             if h is not None and target is not None:
                 good[sli] = good_total(h, target)
+        available = availability_good_total(snap.counters)
+        if available is not None and self.deployment.availability_objective is not None:
+            good[AVAILABILITY_SLI] = available
         return good
 
     def target_down(self, target: Target) -> None:
@@ -171,6 +232,14 @@ class DeploymentEngine:
                 vals.append(self.book.retired_scalars[COUNTERS[cname]])
             if vals:
                 counters[cname] = sum(vals)
+        retired = self.book.retired_scalars
+        requests = [v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[GATEWAY_REQUESTS])
+                    if v is not None] + ([retired[GATEWAY_REQUESTS]] if GATEWAY_REQUESTS in retired else [])
+        if requests:  # failed requests count 0 until the gateway creates a failure's series
+            counters[GATEWAY_REQUESTS] = sum(requests)
+            counters[GATEWAY_FAILED] = retired.get(GATEWAY_FAILED, 0.0) + sum(
+                v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[GATEWAY_FAILED])
+                if v is not None)
         return hists, counters
 
     def snapshot(self, ts: float) -> float:
@@ -178,7 +247,8 @@ class DeploymentEngine:
         history was moved back because `ts` is before the latest snapshot (the wall clock stepped
         back; 0.0 normally): see `SnapshotStore.append`."""
         hists, counters = self._merged()
-        moved = self.store.append(Snapshot(ts, hists, counters), BudgetPoint(ts, self._good(hists)))
+        snap = Snapshot(ts, hists, counters)
+        moved = self.store.append(snap, BudgetPoint(ts, self._good(snap)))
         if not self._now:  # scrapes fed without a time before the first snapshot were taken now
             for acc in (*self.book.hists.values(), *self.book.scalars.values()):
                 acc.seen = acc.seen or ts
@@ -199,6 +269,18 @@ class DeploymentEngine:
         """Retire the series not scraped since `before` (merged values unchanged, see SeriesBook.expire),
         and forget the targets not scraped since: one that comes back is a first scrape again, whose
         series start counting at 0 there."""
+        # A gateway series counts by its labels (one series can be a request and a failure), not by its
+        # family: it retires into the availability counters' own totals, not its family's.
+        gateway = {key for keys in self._gateway_keys.values() for key in keys
+                   if key in self.book.scalars and self.book.scalars[key].seen < before}
+        for kind, keys in self._gateway_keys.items():
+            for key in gateway & keys:
+                value = self.book.scalars[key].adjusted()
+                if value is not None:
+                    self.book.retired_scalars[kind] = self.book.retired_scalars.get(kind, 0.0) + value
+                keys.discard(key)
+        for key in gateway:
+            del self.book.scalars[key]
         for key in self.book.expire(before):
             for keys in (*self._hist_keys.values(), *self._counter_keys.values()):
                 keys.discard(key)
@@ -212,7 +294,8 @@ class DeploymentEngine:
         load = aggregate(self._gauges)
         target = self.deployment.tpot_target_seconds
         leading = None if target is None else leading_tpot(self.store, load, now, LEADING_WINDOW, target)
-        return DeploymentState(self.deployment.name, now, slis, load, self._rates(now), leading)
+        return DeploymentState(self.deployment.name, now, slis, load, self._rates(now), leading,
+                               compute_availability(self.deployment, self.store, now, windows))
 
     def _rates(self, now: float) -> dict[str, float]:
         latest = self.store.latest()

@@ -8,6 +8,8 @@ An empty window has no SLI (None: nothing is exported, nothing pages) and a burn
 in which nothing was measured (no snapshot before the latest one in it: before the second scrape, or
 when scraping stopped for longer than the window) has no numbers at all: NaN, shown as "no data" and
 exported as nothing, never as an idle window's 0.
+The availability SLI is the same arithmetic over two counters instead of a histogram: good = requests -
+failed requests in the window (never below 0), as the generated rules compute it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from monitor.config import Deployment
-from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS, QUANTILES, SIDECAR_WINDOWS
+from monitor.conventions import (
+    AVAILABILITY_SLI,
+    BUCKET_FLAGS,
+    DEFAULT_BUCKETS,
+    GATEWAY_FAILED,
+    GATEWAY_REQUESTS,
+    QUANTILES,
+    SIDECAR_WINDOWS,
+)
 from monitor.slo.histogram import Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
 from monitor.slo.leading import LeadingTPOT
 from monitor.slo.windows import SnapshotStore
@@ -48,6 +58,27 @@ class SliState(NamedTuple):
     budget_covered_seconds: float
 
 
+class RatioWindow(NamedTuple):
+    """One window of a counter-pair SLI (availability): events and failed events counted in it."""
+
+    window: str
+    seconds: float
+    covered_seconds: float
+    events: float
+    failed: float
+    good_ratio: float | None
+    burn_rate: float
+
+
+class AvailabilityState(NamedTuple):
+    sli: str  # conventions.AVAILABILITY_SLI: the `sli` label of its series
+    gateway: str
+    objective: float
+    windows: dict[str, RatioWindow]
+    budget_remaining: float | None
+    budget_covered_seconds: float
+
+
 class DeploymentState(NamedTuple):
     deployment: str
     ts: float
@@ -55,6 +86,7 @@ class DeploymentState(NamedTuple):
     load: dict[str, dict[str, float]]  # role -> metric -> value ("all" = deployment total)
     rates: dict[str, float]  # counter name -> per-second rate over 5m
     leading_tpot: LeadingTPOT | None = None  # with a TPOT target: how fast running requests decode now
+    availability: AvailabilityState | None = None
 
 
 def burn_rate(ratio: float | None, objective: float) -> float:
@@ -107,6 +139,48 @@ def budget_remaining(good_now: tuple[float, float], good_then: tuple[float, floa
         return None
     bad = max(total - good, 0.0)
     return 1.0 - bad / (total * (1.0 - objective))
+
+
+def availability_good_total(counters: Mapping[str, float]) -> tuple[float, float] | None:
+    """(good, total) requests so far from the sidecar's two gateway counters; None before the first request."""
+    total = counters.get(GATEWAY_REQUESTS)
+    if total is None:
+        return None
+    return max(total - counters.get(GATEWAY_FAILED, 0.0), 0.0), total
+
+
+def ratio_window(name: str, seconds: float, covered: float, now: Mapping[str, float], start: Mapping[str, float],
+                 objective: float) -> RatioWindow:
+    """A window's events and failures from cumulative counters; one missing at the start was born since."""
+    events = max(now.get(GATEWAY_REQUESTS, 0.0) - start.get(GATEWAY_REQUESTS, 0.0), 0.0)
+    failed = max(now.get(GATEWAY_FAILED, 0.0) - start.get(GATEWAY_FAILED, 0.0), 0.0)
+    ratio = max(events - failed, 0.0) / events if events > 0 else None
+    return RatioWindow(name, seconds, covered, events, failed, ratio, burn_rate(ratio, objective))
+
+
+def compute_availability(dep: Deployment, store: SnapshotStore, now: float,
+                         windows: Mapping[str, int] = SIDECAR_WINDOWS) -> AvailabilityState | None:
+    """The availability SLI over the sidecar windows and the SLO period, when the deployment has one (listed
+    before the first scrape too, its windows without data)."""
+    if dep.availability_objective is None:
+        return None
+    objective = dep.availability_objective
+    latest, oldest = store.latest(), store.oldest()
+    wins: dict[str, RatioWindow] = {}
+    for wname, secs in windows.items():
+        start = store.window_start(now, secs)
+        if latest is None or start is None or start.ts >= latest.ts:  # nothing to take a difference from
+            wins[wname] = RatioWindow(wname, secs, 0.0, math.nan, math.nan, None, math.nan)
+            continue
+        covered = now - start.ts
+        if start is oldest and oldest is not None and oldest.ts > now - secs:
+            covered = now - oldest.ts
+        wins[wname] = ratio_window(wname, secs, min(covered, secs), latest.counters, start.counters, objective)
+    bp = store.budget_start(now, dep.period_seconds)
+    now_gt = availability_good_total(latest.counters) if latest is not None else None
+    remaining = None if now_gt is None else budget_remaining(
+        now_gt, bp.good.get(AVAILABILITY_SLI) if bp else None, objective)
+    return AvailabilityState(AVAILABILITY_SLI, dep.gateway, objective, wins, remaining, (now - bp.ts) if bp else 0.0)
 
 
 def good_total(h: Hist, target: float) -> tuple[float, float]:

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from bench import big, detection, fleet, leading, parse_cpu, table
+from bench import big, detection, emulator, fleet, leading, parse_cpu, table
 from bench.expositions import Exposition, fixture_text, replicate
 
 
@@ -62,6 +62,13 @@ def test_detection_benchmark_detects_a_tpot_regression():
     res = detection.run(trials=1, warm=20.0, limit=90.0)
     assert res[0]["latency"] is not None
     assert "latency" in detection.render(res, factor=2.0, warm=20.0)
+
+
+def test_emulator_benchmark_streams_real_requests_and_renders():
+    res = emulator.run(seconds=1.5, token_clients=(4,), request_clients=(8,))
+    assert [r["kind"] for r in res] == ["tokens", "requests"]
+    assert res[0]["tok_s"] > 0 and res[1]["req_s"] > 0 and all(r["failed"] == 0 for r in res)
+    assert "tokens/s" in emulator.render(res)
 
 
 def test_table_statistics():

@@ -1,4 +1,5 @@
-"""`slo-monitor demo` on the embedded recipe: comes up, serves, prints the incident hint, cleans up."""
+"""`slo-monitor demo` on the embedded recipe: comes up on real traffic through the real gateways, serves,
+prints the incident hint, cleans up; a gateway that cannot start is said on screen."""
 
 from __future__ import annotations
 
@@ -34,10 +35,21 @@ def test_demo_runs_the_embedded_default_and_stops_cleanly():
             lines.append(line)
             if "/control/incident" in line:
                 break
-        time.sleep(3)
-        metrics = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+        # The 30-token-prompt row answers within seconds: its requests went through its router and the
+        # sidecar read them from the request log.
+        row = "kimi-k2.6-w4a8-8p-in1080p-30-out256-50ms"
+        deadline = time.time() + 20
+        while True:
+            metrics = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+            finished = [ln for ln in metrics.splitlines()
+                        if ln.startswith(f'slo_monitor_request_log_finished_requests_total{{deployment="{row}"')]
+            if finished and float(finished[0].split()[-1]) > 0 or time.time() > deadline:
+                break
+            time.sleep(1)
+        assert finished and float(finished[0].split()[-1]) > 0, finished
         status = urllib.request.urlopen(url + "/api/v1/status", timeout=10).read().decode()
         assert 'slo_monitor_target_up{deployment="kimi-k2.6-w4a8-8p-in3k5-out1k5-20ms"' in metrics
+        assert re.search(rf'slo_monitor_target_up\{{deployment="{row}",role="router",target="[^"]+"\}} 1\.0', metrics)
         assert "kimi-k3-a5-tp32-dspark" in status
         out, _ = proc.communicate(timeout=90)
         lines.append(out)
@@ -48,6 +60,9 @@ def test_demo_runs_the_embedded_default_and_stops_cleanly():
     text = "".join(lines)
     assert proc.returncode == 0, text
     assert "tpot_regression" in text and "emulated 12 deployments" in text
+    assert "real gateway smg 1.13." in text and "in front of 12 deployment(s)" in text
+    answered = [int(m.group(1)) for m in re.finditer(r"real traffic: (\d+) requests answered, 0 failed", text)]
+    assert answered and answered[-1] > 0, text[-3000:]
     # Every listener is gone: the control port no longer answers.
     try:
         urllib.request.urlopen(f"http://127.0.0.1:{base}/control/state", timeout=2)
@@ -96,7 +111,25 @@ def test_demo_says_on_screen_when_the_gateway_exits_at_start(monkeypatch, capsys
     assert "unrecognized arguments: --no-such-flag" in out  # the router's own words, from its log
 
 
-def test_demo_puts_the_real_smg_1_13_in_front_of_the_pd_pair_by_default(capsys):
+def test_demo_puts_the_real_smg_1_13_in_front_of_every_deployment_by_default(capsys):
     _run_demo_in_process(_demo_args())
     out = capsys.readouterr().out
     assert "real gateway smg 1.13." in out and "/gateways/smg-1.13.0/bin/smg" in out
+    assert "in front of 12 deployment(s)" in out
+
+
+def test_the_demos_router_targets_say_which_gateway_runs_there():
+    from types import SimpleNamespace
+
+    from monitor.commands.demo import _with_routers
+    from monitor.config import parse_config
+
+    router = {"role": "router", "url": "http://127.0.0.1:2/metrics"}
+    cfg = parse_config({"deployments": [
+        {"name": "a", "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"}, router]},
+        {"name": "b", "targets": [router]}]})
+    running = {"b": SimpleNamespace(metrics_url="http://127.0.0.1:3/metrics")}
+    out = _with_routers(cfg, running, "sglang-router-0.3.2")
+    assert [t.role for t in out.deployments[0].targets] == ["server"]
+    assert [(t.role, t.gateway) for t in out.deployments[1].targets] == [("router", "sglang-router-0.3.2")]
+    assert out.deployments[1].gateway == "sglang-router-0.3.2"

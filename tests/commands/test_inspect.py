@@ -130,13 +130,16 @@ def test_cli_refuses_an_infinite_count_with_one_clear_line():
 def test_every_gateway_capture_is_summarised(path):
     text = path.read_text()
     out = inspect_text(text)
-    assert out["samples"] == sum(len(f.samples) for f in text_string_to_metric_families(text)) > 100
+    assert out["samples"] == sum(len(f.samples) for f in text_string_to_metric_families(text)) > 50
     if "engine_metrics" in path.name:  # the workers' merge: the real SGLang exposition once per worker
         assert [w["role"] for w in out["workers"]] in (["server", "server"], ["prefill", "decode"])
         assert "gateway" not in out
     else:  # the gateway's own listener: no SGLang family, a gateway summary
         assert all(v is None for v in out["latency"].values())
-        assert out["gateway"]["workers"] == 2 and out["gateway"]["requests_total"] > 20
+        # The failure captures (availability.json) send a few requests each; the main ones 20 and more.
+        few = "workers_down" in path.name or "admission" in path.name
+        assert out["gateway"]["workers"] == 2 and out["gateway"]["requests_total"] > (0 if few else 20)
+        assert out["gateway_version"] == ("smg-1.13" if path.name.startswith("smg_") else "sglang-router-0.3.2")
 
 
 def test_gateway_engine_metrics_count_a_pd_request_once_and_both_mixed_workers():

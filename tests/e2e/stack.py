@@ -1,6 +1,10 @@
 """The real paging stack for end-to-end tests, all on 127.0.0.1, all stopped on teardown.
 
-emulated SGLang (mixed + PD pair, writing request logs) -> real sglang-router 0.3.2 in front of the PD pair
+emulated SGLang (mixed + PD pair, writing request logs) -> real smg 1.13 in front of the PD pair, real
+  sglang-router 0.3.2 in front of the mixed server
++ gw-c: real smg 1.13 in front of two capture workers (SGLang's wire formats, behaviour per request), with an
+  availability SLO, driven by a client in the test (requests that succeed, fail with the workers' 500s, or
+  leave mid-stream)
   -> sidecar (`slo-monitor run`) and real Prometheus 2.42 with generated config + rules (time-scaled)
   -> real Alertmanager with the generated routing -> a webhook receiver in the test.
 """
@@ -24,13 +28,17 @@ from typing import Any
 import yaml
 
 from monitor.config import Config, parse_config
-from monitor.conventions import GATEWAY_SGLANG_ROUTER
+from monitor.conventions import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
 from monitor.emulate import Emulator, find_free_base_port, plan
-from monitor.emulate.router import RouterProcess, find_gateway, launch_router
+from monitor.emulate.router import RouterProcess, find_gateway, gateway_argv, launch_router
 from tests.conftest import free_port
 from tests.procs import answers, stop
+from tools.gateway_capture.capture import MODEL, Client, generate, worker_metrics
+from tools.gateway_capture.worker import CaptureWorker
 
-GATEWAY = GATEWAY_SGLANG_ROUTER  # the router in front of pd-b
+GATEWAYS = {"pd-b": GATEWAY_SMG, "mixed-a": GATEWAY_SGLANG_ROUTER}  # the real gateway in front of each
+AVAILABILITY = "gw-c"  # smg 1.13 in front of capture workers, with an availability SLO
+AVAILABILITY_OBJECTIVE = 0.99
 TIME_SCALE = 60  # 1h window -> 60 s, 5m -> 5 s, `for: 2m` -> 2 s (see monitor/generate/options.py)
 
 BASE_CONFIG = {
@@ -39,13 +47,14 @@ BASE_CONFIG = {
         {"name": "mixed-a", "model": "Kimi-K2.6", "hardware": "Atlas 800I A3", "cards": 8, "mode": "pd-mixed",
          "tpot_target_seconds": 0.04, "ttft_target_seconds": 2.0, "input_tokens": 512, "output_tokens": 48,
          "prefix_cache_hit": 0.5,
-         "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"}]},
+         "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"},
+                     {"role": "router", "url": "http://127.0.0.1:4/metrics", "gateway": GATEWAYS["mixed-a"]}]},
         {"name": "pd-b", "model": "Kimi-K2.6", "hardware": "Atlas 800I A3", "cards": 16,
          "mode": "pd-disaggregated", "tpot_target_seconds": 0.04, "ttft_target_seconds": 2.0,
          "input_tokens": 512, "output_tokens": 48,
          "targets": [{"role": "prefill", "url": "http://127.0.0.1:1/metrics"},
                      {"role": "decode", "url": "http://127.0.0.1:2/metrics"},
-                     {"role": "router", "url": "http://127.0.0.1:3/metrics"}]},
+                     {"role": "router", "url": "http://127.0.0.1:3/metrics", "gateway": GATEWAYS["pd-b"]}]},
     ],
 }
 GOODPUT_OBJECTIVE = {"pd-b": 0.95}  # pd-b also has a goodput SLO, from its decode server's request log
@@ -103,6 +112,67 @@ class EmulatorThread:
         self.thread.join(10)
 
 
+class GatewayTraffic:
+    """gw-c: two capture workers and the client that sends requests through the gateway in front of them, on
+    their own event loop. The client keeps a steady stream of short requests going; `failing` makes every
+    third one a request all workers answer 500 to (the gateway retries, then answers 500; successes in between
+    keep the workers' circuit breakers closed); `leave` sends streams whose client closes after the first chunk
+    (smg 1.13: 499 client_closed_request)."""
+
+    RATE = 8.0  # requests per second
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.workers: list[CaptureWorker] = self._run(self._start_workers())
+        self.failing = False
+        self.leave = False
+        self.sent: dict[str, int] = {"ok": 0, "fail": 0, "leave": 0}
+        self._task: Any = None
+
+    def _run(self, coro: Any, timeout: float = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _start_workers(self) -> list[CaptureWorker]:
+        return [await CaptureWorker("server", MODEL, worker_metrics("server")).start() for _ in range(2)]
+
+    def start(self, base_url: str) -> None:
+        self._task = asyncio.run_coroutine_threadsafe(self._drive(base_url), self.loop)
+
+    async def _one(self, client: Client, kind: str, i: int) -> None:
+        if kind == "fail":
+            await client.send("/generate", generate(f"[id=fail-{i}][status=500] x"))
+        elif kind == "leave":
+            await client.send("/generate", generate(f"[id=leave-{i}][itl=0.2][tokens=20] x", True), read_chunks=1)
+        else:
+            await client.send("/generate", generate(f"[id=ok-{i}][itl=0][tokens=2] x", i % 2 == 1, tokens=2))
+        self.sent[kind] += 1
+
+    async def _drive(self, base_url: str) -> None:
+        import aiohttp
+
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            client = Client(session, base_url)
+            pending: set[asyncio.Task[None]] = set()
+            i = 0
+            while True:
+                kind = "leave" if self.leave else "fail" if self.failing and i % 3 == 0 else "ok"
+                task = asyncio.create_task(self._one(client, kind, i))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+                i += 1
+                await asyncio.sleep(1.0 / self.RATE)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for w in self.workers:
+            self._run(w.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
 def http_json(url: str, data: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
     req = urllib.request.Request(url, data=json.dumps(data).encode() if data is not None else None,
                                  headers={"content-type": "application/json"})
@@ -131,8 +201,9 @@ class Stack:
     prometheus_url: str
     alertmanager_url: str
     webhook: Webhook
-    router: RouterProcess | None
+    routers: dict[str, RouterProcess]  # deployment -> the real gateway in front of it
     emulator: EmulatorThread
+    traffic: GatewayTraffic | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
@@ -158,8 +229,10 @@ class Stack:
             log = self.tmp / f"{name}.log"
             if log.exists():
                 (self.tmp / f"{name}.log.kept").write_bytes(log.read_bytes()[-20000:])
-        if self.router is not None:
-            self.router.stop()
+        if self.traffic is not None:
+            self.traffic.stop()
+        for router in self.routers.values():
+            router.stop()
         self.emulator.stop()
         self.webhook.stop()
 
@@ -173,18 +246,30 @@ def start_stack(tmp: Path) -> Stack:
     for tool in ("prometheus", "prometheus-alertmanager"):
         if not shutil.which(tool):
             raise RuntimeError(f"{tool} is not installed (apt-get install prometheus prometheus-alertmanager)")
-    gateway = find_gateway(GATEWAY)  # says what is missing and how to install it
+    gateways = {name: find_gateway(name) for name in {*GATEWAYS.values(), GATEWAY_SMG}}  # says what is missing
     base_cfg = parse_config(BASE_CONFIG)
     base_port = find_free_base_port(plan(base_cfg, 0).port_count)
     emulator = EmulatorThread(base_cfg, base_port, tmp / "request-logs")
     webhook = Webhook()
-    stack = Stack(tmp, base_cfg, emulator.emulator.control_url, "", "", "", webhook, None, emulator)
+    stack = Stack(tmp, base_cfg, emulator.emulator.control_url, "", "", "", webhook, {}, emulator)
     try:
         local = emulator.emulator.localized_config()  # + request-log targets for mixed and decode servers
         local = local.model_copy(update={"deployments": [
             d.model_copy(update={"goodput_objective": GOODPUT_OBJECTIVE.get(d.name)}) for d in local.deployments]})
-        stack.router = launch_router(emulator.emulator.layout.deployment("pd-b"), log_path=tmp / "router.log",
-                                     gateway=gateway)
+        for name, gw in GATEWAYS.items():
+            stack.routers[name] = launch_router(emulator.emulator.layout.deployment(name),
+                                                log_path=tmp / f"router-{name}.log", gateway=gateways[gw])
+        stack.traffic = GatewayTraffic()
+        port, metrics_port = free_port(), free_port()
+        gw_c = RouterProcess(gateway_argv(gateways[GATEWAY_SMG], worker_urls=[w.url for w in stack.traffic.workers],
+                                          port=port, metrics_port=metrics_port),
+                             port, metrics_port, tmp / f"router-{AVAILABILITY}.log", expected_workers=2,
+                             gateway=gateways[GATEWAY_SMG])
+        stack.routers[AVAILABILITY] = gw_c.start()
+        local = local.model_copy(update={"deployments": [*local.deployments, *parse_config({"deployments": [{
+            "name": AVAILABILITY, "model": "Llama-3.1-8B", "availability_objective": AVAILABILITY_OBJECTIVE,
+            "targets": [{"role": "router", "url": gw_c.metrics_url, "gateway": GATEWAY_SMG}]}]}).deployments]})
+        stack.traffic.start(gw_c.url)
         side_port, prom_port, am_port = free_port(), free_port(), free_port()
         local = local.model_copy(update={"sidecar": local.sidecar.model_copy(update={
             "listen_port": side_port, "recording_path": str(tmp / "recording.sqlite")})})

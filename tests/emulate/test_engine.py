@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.incidents import Incident
+from monitor.emulate.loadgen import LoadShape
 from monitor.emulate.request_log import read_records
+from tests.emulate.closed_loop import ClosedLoop
 
 TPOT = "sglang:request_time_per_output_token_seconds"
 TTFT = "sglang:time_to_first_token_seconds"
@@ -60,14 +62,76 @@ def test_ground_truth_mean_tpot_matches_the_histogram(config, tmp_path):
     assert abs(ts / tc - sum(ttfts) / len(ttfts)) / (ts / tc) < 0.005
 
 
-def test_tpot_regression_raises_mean_tpot_by_about_the_factor(config):
+def test_tpot_regression_raises_mean_tpot_by_the_factor_at_fixed_concurrency(config):
+    """bench_serving's shape (a closed loop): the batch stays the same, so TPOT moves by the factor alone."""
+    def run(incident):
+        dep = EmulatedDeployment(config.deployment("mixed"), seed=4, rate=0)
+        if incident:
+            dep.add_incident(Incident("mixed", "tpot_regression", factor=2.0))
+        ClosedLoop(dep, LoadShape(12, 3500, 300))
+        dep.advance(1800)
+        return mean(dep.servers[0].store, TPOT)
+
+    assert 1.9 < run(True) / run(False) < 2.1
+
+
+def test_tpot_regression_under_open_loop_load_also_grows_the_batch(config):
+    """With arrivals that do not wait for answers, slower decode keeps more requests in flight, and a
+    bigger batch makes every step slower still: TPOT rises by more than the factor."""
     base = EmulatedDeployment(config.deployment("mixed"), seed=4)
     base.advance(1800)
     slow = EmulatedDeployment(config.deployment("mixed"), seed=4)
     slow.add_incident(Incident("mixed", "tpot_regression", factor=2.0))
     slow.advance(1800)
     ratio = mean(slow.servers[0].store, TPOT) / mean(base.servers[0].store, TPOT)
-    assert 1.7 < ratio < 2.5
+    assert 2.2 < ratio < 3.5
+
+
+def gauges(dep: EmulatedDeployment, name: str) -> float:
+    srv = answering(dep)[0]
+    return sum(dep.rank_gauges(srv, r)[name] for r in srv.ranks)
+
+
+def test_tpot_x3_gauges_follow_the_scheduler_at_fixed_concurrency(config):
+    """Closed loop: the same requests in flight take 3x longer, so the tokens produced per second fall to a
+    third while running requests and the KV they hold stay where they were."""
+    dep = EmulatedDeployment(config.deployment("mixed"), seed=5, rate=0)
+    loop = ClosedLoop(dep, LoadShape(12, 3500, 300))
+    dep.advance(600)
+    before = {g: gauges(dep, g) for g in ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:token_usage")}
+    done = len(loop.done)
+    dep.add_incident(Incident("mixed", "tpot_regression", factor=3.0, start=dep.now))
+    dep.advance(600)  # several request lifetimes at the slower rate
+    after = {g: gauges(dep, g) for g in before}
+    assert 0.25 < after["sglang:gen_throughput"] / before["sglang:gen_throughput"] < 0.42
+    assert 11 <= after["sglang:num_running_reqs"] <= 12 and 11 <= before["sglang:num_running_reqs"] <= 12
+    assert 0.8 < after["sglang:token_usage"] / before["sglang:token_usage"] < 1.25
+    # Throughput is what the requests actually produced: finished requests per second fell to a third too.
+    rate_before, rate_after = done / 600, (len(loop.done) - done) / 600
+    assert rate_after / rate_before < 0.5
+
+
+def test_tpot_x3_gauges_follow_the_scheduler_under_open_loop_load(config):
+    """Open loop (synthetic arrivals at a fixed rate): the same tokens per second still get produced, by more
+    requests at once, which hold more KV."""
+    dep = EmulatedDeployment(config.deployment("mixed"), seed=5)
+    dep.advance(900)
+    before = {g: gauges(dep, g) for g in ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:token_usage")}
+    dep.add_incident(Incident("mixed", "tpot_regression", factor=3.0, start=dep.now))
+    dep.advance(300)  # the slower requests fill the batch
+
+    def avg(name: str, seconds: int = 300) -> float:
+        vals = []
+        for _ in range(seconds // 10):
+            dep.advance(10)
+            vals.append(gauges(dep, name))
+        return sum(vals) / len(vals)
+
+    running = avg("sglang:num_running_reqs")
+    assert running > 2.0 * before["sglang:num_running_reqs"]
+    assert gauges(dep, "sglang:token_usage") > 1.5 * before["sglang:token_usage"]
+    # Until the slots run out, arrivals decide the throughput: it stays near what it was.
+    assert 0.6 < avg("sglang:gen_throughput") / before["sglang:gen_throughput"] < 1.4
 
 
 def test_ttft_spike_raises_ttft(config):
@@ -86,9 +150,11 @@ def test_queue_buildup_grows_the_queue_and_raises_ttft_and_tpot(config):
     busy.add_incident(Incident("mixed", "queue_buildup", factor=3.0))
     busy.advance(1800)
     srv = busy.servers[0]
-    gauges = busy.rank_gauges(srv, srv.ranks[0])
+    rank = srv.ranks[0]
+    gauges = busy.rank_gauges(srv, rank)
     assert gauges["sglang:num_queue_reqs"] > 10
-    assert gauges["sglang:num_running_reqs"] == srv.ranks[0].capacity
+    assert len(rank.running) == rank.capacity  # every slot taken; running counts those in decode
+    assert gauges["sglang:num_running_reqs"] == len(rank.decoding) >= rank.capacity - 3
     assert mean(srv.store, TTFT) > 3 * mean(base.servers[0].store, TTFT)
     assert mean(srv.store, TPOT) > 1.3 * mean(base.servers[0].store, TPOT)
 
@@ -146,13 +212,18 @@ def test_kv_transfer_failure_counts_on_both_pd_sides_and_aborts_the_request(conf
 
     assert failed(prefill) == failed(decode) == 0  # healthy PD pair
     aborted = decode.store.counter_value("sglang:num_aborted_requests")
+    client_aborts = len([r for r in read_records(tmp_path) if r["finish_reason"]["type"] == "abort"])
     dep.add_incident(Incident("pd", "kv_transfer_failure", factor=0.5, start=dep.now, duration=120))
     dep.advance(300)
     # Each DP-attention scheduler of the decode server counts its own; the prefill server has one group.
     assert failed(prefill) > 5 and failed(decode) == failed(prefill)
-    assert decode.store.counter_value("sglang:num_aborted_requests") - aborted == failed(prefill)
-    logged = [r for r in read_records(tmp_path) if r["finish_reason"].get("message") == "KV transfer failed"]
+    records = read_records(tmp_path)
+    logged = [r for r in records if r["finish_reason"].get("message") == "KV transfer failed"]
     assert len(logged) == failed(prefill) and all("first_token_latency" not in r for r in logged)
+    # Every abort the decode server counted is in its request log: the failed transfers plus the few
+    # synthetic clients that hang up on their own.
+    client_aborts = len([r for r in records if r["finish_reason"]["type"] == "abort"]) - client_aborts - len(logged)
+    assert decode.store.counter_value("sglang:num_aborted_requests") - aborted == failed(prefill) + client_aborts
     after = failed(prefill)
     dep.advance(300)  # the incident ended: transfers succeed again
     assert failed(prefill) == after

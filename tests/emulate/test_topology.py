@@ -31,6 +31,16 @@ def test_localize_points_targets_at_the_emulator(config):
     assert local.deployments[0].tpot_target_seconds == config.deployments[0].tpot_target_seconds
 
 
+def test_localize_keeps_which_gateway_a_router_target_is(config):
+    pd = config.deployments[1]
+    said = pd.model_copy(update={"targets": [t.model_copy(update={"gateway": "sglang-router-0.3.2"})
+                                             if t.role == "router" else t for t in pd.targets]})
+    local = localize(config.model_copy(update={"deployments": [config.deployments[0], said]}), 40000)
+    router = next(t for t in local.deployments[1].targets if t.role == "router")
+    assert router.gateway == "sglang-router-0.3.2" and local.deployments[1].gateway == "sglang-router-0.3.2"
+    assert next(t for t in localize(config, 40000).deployments[1].targets if t.role == "router").gateway is None
+
+
 def test_launch_flags_per_role_and_in_flag_spelling():
     launch = {"--tp-size": 8, "decode": {"dp-size": 2, "enable_dp_attention": "true"}}
     assert launch_for(launch, "prefill") == {"tp_size": 8}

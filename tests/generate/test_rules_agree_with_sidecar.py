@@ -1,4 +1,5 @@
-"""The generated rules and the sidecar compute the same SLI (and leading TPOT signal) from the same scrapes.
+"""The generated rules and the sidecar compute the same SLI (and leading TPOT signal) from the same scrapes of
+a PD deployment (and the same availability from the same scrapes of a gateway, for each gateway version).
 
 The expositions are written by prometheus_client (as SGLang's own collectors write them): a prefill server
 that records E2E latencies of its part only (as SGLang 0.5.23 does) and a decode server that records every
@@ -9,9 +10,11 @@ Samples fall on the window's edges, so `rate()` does not extrapolate and the two
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
+import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
@@ -23,6 +26,7 @@ from monitor.generate.options import Options
 from monitor.generate.writer import write
 from monitor.parse.exposition import parse
 from monitor.parse.families import engine_wanted
+from monitor.parse.gateway import ROUTER_WANTED
 from monitor.slo.engine import DeploymentEngine
 from tests.generate.conftest import PROMTOOL, need, run_tool
 
@@ -50,7 +54,7 @@ class Server:
         return generate_latest(self.registry).decode()
 
 
-def _input_series(text: str, role: str, instance: str) -> dict[str, float]:
+def _input_series(text: str, role: str, instance: str, deployment: str = "pd") -> dict[str, float]:
     """Sample lines as Prometheus stores them: the scrape adds deployment, role, instance and job."""
     out = {}
     for line in text.splitlines():
@@ -58,7 +62,7 @@ def _input_series(text: str, role: str, instance: str) -> dict[str, float]:
             continue
         name_labels, value = line.rsplit(" ", 1)
         name, _, rest = name_labels.partition("{")
-        extra = f'deployment="pd",instance="{instance}",job="sglang-{role}",role="{role}"'
+        extra = f'deployment="{deployment}",instance="{instance}",job="sglang-{role}",role="{role}"'
         out[f"{name}{{{rest[:-1]},{extra}}}" if rest else f"{name}{{{extra}}}"] = float(value)
     return out
 
@@ -165,6 +169,94 @@ def test_the_leading_tpot_signal_agrees_between_sidecar_and_generated_rules(tmp_
                                         for s, vals in sorted(history.items())],
                        "promql_expr_test": exp}]}
     path = tmp_path / "leading.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    result = run_tool(PROMTOOL, "test", "rules", str(path))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+# --- availability: the gateway's own counters, one case per gateway version ----------------------------------
+GATEWAY_CONFIG = {"deployments": [{
+    "name": "gw", "availability_objective": 0.99,
+    "targets": [{"role": "router", "url": "http://10.0.0.3:29000/metrics"}],
+}]}
+
+
+def _gateway_text(gateway: str, counts: dict[str, float]) -> str:
+    """A listener exposition of `gateway` with these cumulative counts (what each version writes for them)."""
+    if gateway == "smg-1.13":
+        lines = ["smg_admission_inflight 0"]
+        for key, value in counts.items():
+            if key.startswith("http:"):
+                path, status, code = key.split(":", 1)[1].split("|")
+                lines.append(f'smg_http_responses_total{{path="{path}",status_code="{status}",error_code="{code}"}} '
+                             f"{value!r}")
+            else:
+                lines.append(f'smg_router_request_errors_total{{router_type="http",backend_type="regular",'
+                             f'connection_mode="http",model="m",endpoint="generate",error_type="{key}"}} {value!r}')
+        return "\n".join(lines) + "\n"
+    lines = []
+    for key, value in counts.items():
+        if key == "routed":
+            lines.append(f'smg_router_requests_total{{router_type="http",backend_type="regular",connection_mode="http",'
+                         f'model="default",endpoint="generate",streaming="true"}} {value!r}')
+        else:
+            lines.append(f'smg_http_responses_total{{status_code="{key}",error_code=""}} {value!r}')
+    return "\n".join(lines) + "\n"
+
+
+def _step_counts(gateway: str, rng: random.Random, step: int) -> dict[str, float]:
+    """One scrape interval of traffic; failures start at step 4 (their series are born then, mid-history)."""
+    n = 50 + 10 * step
+    failing = step >= 4
+    if gateway == "smg-1.13":
+        passed, own, broken = (rng.randint(0, 4), rng.randint(0, 3), rng.randint(0, 2)) if failing else (0, 0, 0)
+        out = {"http:/generate|200|": n - passed - own - 3, "http:/generate|499|client_closed_request": 2,
+               "http:/v1/chat/completions|400|invalid_json": 1, "http:/readiness|503|": 5,
+               "http:/health_generate|503|no_workers": 1}
+        if failing:
+            out |= {"http:/generate|500|": passed, "http:/generate|503|no_available_workers": own,
+                    "backend_error": passed + broken}
+        return out
+    failed = rng.randint(0, 5) if failing else 0
+    out = {"routed": n, "200": n - failed + 3, "408": 1}
+    if failing:
+        out["500"] = failed
+    return out
+
+
+@pytest.mark.parametrize("gateway", ["smg-1.13", "sglang-router-0.3.2"])
+def test_availability_agrees_between_sidecar_and_generated_rules(tmp_path: Path, gateway: str):
+    need(PROMTOOL)
+    config = parse_config(GATEWAY_CONFIG)
+    config.deployments[0].targets[0].gateway = gateway  # type: ignore[assignment]
+    dep = config.deployments[0]
+    target = dep.targets[0]
+    rng = random.Random(3)
+    engine = DeploymentEngine(dep)
+    cumulative: dict[str, float] = {}
+    history: dict[str, list[float]] = {}
+    for step in range(STEPS + 1):
+        for key, delta in _step_counts(gateway, rng, step).items():
+            cumulative[key] = cumulative.get(key, 0.0) + delta
+        text = _gateway_text(gateway, cumulative)
+        engine.observe_gateway(target, parse(text, ROUTER_WANTED))
+        engine.snapshot(float(step * STEP))
+        for series, value in _input_series(text, "router", "10.0.0.3:29000", "gw").items():
+            history.setdefault(series, [math.nan] * step).append(value)  # born mid-history: absent before
+    state = engine.state(float(STEPS * STEP), {"5m": 300})
+    win = state.availability.windows["5m"]  # type: ignore[union-attr]
+    assert win.events > 0 and win.failed > 0 and win.good_ratio is not None and not engine.warnings[target.id]
+    write(generate(config, Options(config_name="agreement")), tmp_path)
+    sel = '{deployment="gw",sli="availability"}'
+    expected = {f"{names.sli_total('5m')}{sel} * 300": win.events, f"1 - {names.sli_error('5m')}{sel}": win.good_ratio}
+    exp = [{"expr": f"abs(({expr}) / {value!r} - 1) < bool 1e-9", "eval_time": f"{STEPS}m",
+            "exp_samples": [{"labels": '{deployment="gw", sli="availability"}', "value": 1}]}
+           for expr, value in expected.items()]
+    series = [{"series": s, "values": " ".join("_" if math.isnan(v) else repr(v) for v in vals)}
+              for s, vals in sorted(history.items())]
+    test = {"rule_files": [str(tmp_path / "alerts" / names.rules_file("gw"))], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": exp}]}
+    path = tmp_path / "agreement.test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     result = run_tool(PROMTOOL, "test", "rules", str(path))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

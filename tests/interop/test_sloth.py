@@ -15,8 +15,8 @@ def test_sloth_specs_are_prometheus_v1_per_deployment(small_config):
     assert set(files) == {"sloth/kimi-pd.yaml", "sloth/llama-unified.yaml"}
     spec = yaml.safe_load(files["sloth/llama-unified.yaml"])
     assert spec["version"] == "prometheus/v1" and spec["service"] == "llama-unified"
-    assert [s["name"] for s in spec["slos"]] == ["tpot", "itl", "e2e"]
-    assert {s["objective"] for s in spec["slos"]} == {99.9}
+    assert [s["name"] for s in spec["slos"]] == ["tpot", "itl", "e2e", "availability"]
+    assert {s["name"]: s["objective"] for s in spec["slos"]} == {"tpot": 99.9, "itl": 99.9, "e2e": 99.9, "availability": 99.5}
     for s in spec["slos"]:
         assert "{{.window}}" in s["sli"]["events"]["errorQuery"] and "{{.window}}" in s["sli"]["events"]["totalQuery"]
         assert s["alerting"]["pageAlert"]["labels"]["severity"] == "page"

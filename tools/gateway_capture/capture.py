@@ -268,6 +268,19 @@ async def run_probe(session: aiohttp.ClientSession, router: RouterProcess, worke
             "changes": changes(before, samples(text))}
 
 
+async def shutdown(router: RouterProcess, workers: list[CaptureWorker]) -> None:
+    await asyncio.to_thread(router.stop)
+    for w in workers:
+        await w.stop()
+
+
+def merged_into(path: Path, runs: dict[str, Any]) -> None:
+    """Write `runs` into the JSON document at `path`, keeping the runs it already holds under other keys."""
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc.update(runs)
+    path.write_text(json.dumps(dict(sorted(doc.items())), indent=1) + "\n")
+
+
 async def make_unhealthy(session: aiohttp.ClientSession, router: RouterProcess, worker: CaptureWorker,
                          timeout: float = 60.0) -> dict[str, Any]:
     """Make `worker` answer 503 to health checks and wait until the gateway lists it unhealthy."""
@@ -319,9 +332,7 @@ async def capture(gateway_name: str, mode: str, out: Path, logs: Path) -> dict[s
         (out / f"{stem}_{suffix}").write_text(engine)
         result["engine_metrics_status"] = code
     finally:
-        await asyncio.to_thread(router.stop)
-        for w in workers:
-            await w.stop()
+        await shutdown(router, workers)
     return result
 
 
@@ -329,13 +340,12 @@ async def main_async(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     logs = Path(tempfile.mkdtemp(prefix="gateway-capture-"))
-    path = out / "measurements.json"
-    doc = json.loads(path.read_text()) if path.exists() else {}
+    runs = {}
     for gateway in args.gateway or GATEWAYS:
         for mode in [args.mode] if args.mode else ["regular", "pd"]:
             print(f"capturing {gateway} {mode} (router log in {logs})", file=sys.stderr)
-            doc[f"{gateway} {mode}"] = await capture(gateway, mode, out, logs)
-    path.write_text(json.dumps(dict(sorted(doc.items())), indent=1) + "\n")
+            runs[f"{gateway} {mode}"] = await capture(gateway, mode, out, logs)
+    merged_into(out / "measurements.json", runs)
     return 0
 
 

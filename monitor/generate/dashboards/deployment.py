@@ -1,5 +1,5 @@
 """Per-deployment dashboard (templated by `deployment`): latency vs target, SLO, goodput, load, cache, PD,
-router."""
+gateway (dashboards/gateway.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from monitor.generate.dashboards.common import (
     stat,
     timeseries,
 )
+from monitor.generate.dashboards.gateway import gateway_panels
 from monitor.generate.plan import SLI_LONG, SLI_TITLES
 
 
@@ -176,35 +177,18 @@ def goodput_panels() -> list[tuple[Any, int, int]]:
     ]
 
 
-def router_panels() -> list[tuple[Any, int, int]]:
-    r = f'{D},role="router"'
-    return [
-        (timeseries("Router requests", "Requests per second by endpoint.",
-                    [(f"sum by (endpoint) (rate(smg_router_requests_total{{{r}}}[{RATE}]))", "{{endpoint}}")],
-                    unit="reqps"), 8, 8),
-        (timeseries("Router request duration", "p50/p99 time to response headers (for streams this is not the "
-                    "full stream).",
-                    [(f"histogram_quantile({q}, sum by (le) (rate(smg_router_request_duration_seconds_bucket"
-                      f"{{{r}}}[{RATE}])))", f"p{round(q * 100):d}") for q in (0.5, 0.99)], unit="s"), 8, 8),
-        (timeseries("Router HTTP responses", "Responses per second by status code.",
-                    [(f"sum by (status_code) (rate(smg_http_responses_total{{{r}}}[{RATE}]))", "{{status_code}}")],
-                    unit="reqps"), 8, 8),
-        (timeseries("Worker health", "1 healthy, 0 unhealthy, -1 removed, per worker as the router sees it.",
-                    [(f"smg_worker_health{{{r}}}", "{{worker}}")]), 24, 6),
-    ]
-
-
 def build(config: Config) -> dict[str, Any]:
     rows = [("SLO", slo_panels())]
     rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})", latency_panels(sli) + (leading_panel() if sli == "tpot" else []))
              for sli in ("ttft", "tpot", "itl", "e2e")]
     rows += [("Goodput (request log)", goodput_panels())]
-    rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels()), ("Router", router_panels())]
+    rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels()),
+             ("Gateway (smg 1.13, sglang-router 0.3.2)", gateway_panels())]
     variables = [query_var("deployment", "Deployment", f"label_values({names.OBJECTIVE}, deployment)")]
     # Hidden variables carrying each SLI's target, shown in the heatmap titles.
     variables += [query_var(f"{sli}_target", f"{sli} target",
                             f'query_result({names.TARGET}{{{D},sli="{sli}"}})', hide=2,
                             regex=r"/\} ([0-9.eE+-]+) /") for sli in SLI_FAMILIES]
     return dashboard("SGLang deployment", "slo-monitor-deployment",
-                     "One deployment: latency against the SLO target, burn rates, load, KV cache, PD, router.",
+                     "One deployment: latency against the SLO target, burn rates, load, KV cache, PD, gateway.",
                      variables, rows)
