@@ -49,7 +49,7 @@ generate: $(STAMP)
 	$(BIN)/slo-monitor generate
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench --write-results
 
 clean:
 	rm -rf $(VENV) .pytest_cache

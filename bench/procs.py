@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.procs import stop  # terminate, then kill: one helper for tests and benchmarks
 
@@ -30,6 +31,44 @@ def cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in task.read_text().split()]
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and every process below it (a sidecar's parser workers)."""
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        todo += _children(p)
+    return pids
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of a process and its descendants, every thread, in ns (/proc/*/task/*/schedstat: no
+    10 ms ticks, so a 15 s window of a few ms per scrape is measured, not rounded)."""
+    total = 0
+    for p in tree(pid):
+        for task in Path(f"/proc/{p}/task").glob("*/schedstat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended meanwhile
+                total += int(task.read_text().split()[0])
+    return total
+
+
+def rss_tree_mb(pid: int) -> float:
+    """VmRSS of a process and its descendants (pages shared between them counted in each)."""
+    total = 0.0
+    for p in tree(pid):
+        with contextlib.suppress(OSError):
+            total += rss_mb(p)[0]
+    return total
 
 
 def rss_mb(pid: int | str = "self") -> tuple[float, float]:
@@ -55,9 +94,10 @@ def python(*args: str) -> list[str]:
 
 @contextlib.contextmanager
 def started(cmd: Sequence[str], *, cores: set[int] | None = None, env: dict[str, str] | None = None,
-            stdout: int | None = subprocess.PIPE) -> Iterator[subprocess.Popen]:
-    """Run `cmd` in ROOT for the duration of the block; terminated (then killed) on the way out."""
-    proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True,
+            stdout: int | None = subprocess.PIPE, stderr: Any = subprocess.PIPE) -> Iterator[subprocess.Popen]:
+    """Run `cmd` in ROOT for the duration of the block; terminated (then killed) on the way out. A child
+    that logs a lot while nobody reads its stderr gets a file (`stderr`), or a full pipe stops it."""
+    proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=stdout, stderr=stderr, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                             preexec_fn=(lambda: pin(cores)) if cores else None)
     try:

@@ -76,6 +76,14 @@ class Target(_Strict):
     # Like Prometheus, redirects are not followed unless asked; even then only on the target's own
     # scheme, host and port (never to another host).
     follow_redirects: bool = False
+    # Ask for gzip (Prometheus's enable_compression). Unset: not on loopback, where compressing costs
+    # the server ~20 ms per 1.5 MB scrape and inflating costs the sidecar more than the bytes save.
+    enable_compression: bool | None = None
+    # Prometheus's sample_limit: a scrape with more sample lines fails whole ("sample limit exceeded")
+    # and the target keeps its previous state. Unset: sidecar.sample_limit.
+    sample_limit: int | None = Field(default=None, ge=1)
+    # The same for the series the sidecar keeps (the SGLang families it reads). Unset: sidecar.series_limit.
+    series_limit: int | None = Field(default=None, ge=1)
     # npu-smi only: also run `npu-smi info -t KIND -i N -c M` per chip and lay what it reports over
     # the table (e.g. `ecc` for error counts, which the table does not show). One process per chip and kind.
     npu_smi_details: list[NpuSmiDetail] | None = None
@@ -286,6 +294,16 @@ class SidecarSettings(_Strict):
     scrape_timeout_seconds: float = Field(default=3.0, gt=0)
     max_response_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     max_concurrent_scrapes: int = Field(default=64, ge=1)
+    # Per-target defaults of the limits above (None: unlimited, Prometheus's 0). A 32-DP-rank server
+    # keeps ~550 series; the series limit stops a runaway label (1M series) before it costs memory.
+    sample_limit: int | None = Field(default=None, ge=1)
+    series_limit: int | None = Field(default=50_000, ge=1)
+    # Where a scraped body is parsed (monitor/scrape/parsing.py): up to parse_inline_max_bytes on the event
+    # loop; from parse_process_min_bytes in a pool of parse_workers processes (None: os.cpu_count(); 0:
+    # none); in between, and when there are no processes, in a thread beside the loop.
+    parse_inline_max_bytes: int = Field(default=256 * 1024, ge=0)
+    parse_process_min_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
+    parse_workers: int | None = Field(default=None, ge=0)
     # Scrape each deployment at its own stable phase within the interval (like Prometheus).
     stagger_scrapes: bool = True
     # SQLite file of the sidecar's own history (snapshots, state, accumulators); None disables it.

@@ -244,6 +244,9 @@ ENGINE_TYPE_ROLES: Final[dict[str, str]] = {"unified": "server", "prefill": "pre
 # --- SLO windows and the SRE-workbook multi-window multi-burn-rate policy -------------------
 # Windows the sidecar computes itself; longer ones are Prometheus's job (generated rules).
 SIDECAR_WINDOWS: Final[dict[str, int]] = {"5m": 300, "30m": 1800, "1h": 3600, "6h": 21600}
+# A series absent longer than the longest sidecar window contributes nothing to any window: its
+# accumulator is retired (its value kept in its family's total), so label churn cannot grow memory.
+SERIES_EXPIRY_SECONDS: Final = max(SIDECAR_WINDOWS.values())
 RULE_WINDOWS: Final[dict[str, int]] = {
     "5m": 300, "30m": 1800, "1h": 3600, "2h": 7200, "6h": 21600, "1d": 86400, "3d": 259200,
 }
@@ -294,6 +297,21 @@ M_SCRAPES = f"{NS}_target_scrapes_total"
 M_SCRAPE_ERRORS = f"{NS}_target_scrape_errors_total"
 M_COUNTER_RESETS = f"{NS}_target_restarts_total"  # counter resets = SGLang restarts
 M_DEPLOYMENT_INFO = f"{NS}_deployment_info"
+
+# --- The leading TPOT signal (docs/leading-tpot.md) ---------------------------------------------
+# TPOT is observed when a request finishes, a 1K-token answer ~100 s after a slowdown began. SGLang 0.5.23
+# also says, while requests run, how fast they decode: the ITL histogram per output chunk, and each
+# scheduler's gen_throughput with its num_running_reqs. The seconds per token of the requests running now:
+#   itl             rate(ITL _sum) / rate(ITL _count) over TPOT_LEADING_WINDOW (token-weighted mean)
+#   gen_throughput  sum(num_running_reqs) / sum(gen_throughput) over the ranks that answer requests
+#   max             the larger of the two: whichever sees a slowdown first
+# Over the TPOT target for TPOT_LEADING_FOR: a warning (severity "warning", routed as a ticket); the page
+# stays on the multi-window burn rate of the finished requests.
+M_TPOT_LEADING = f"{NS}_tpot_leading_seconds"  # the sidecar's, labels deployment, source
+TPOT_LEADING = f"{NS}:tpot_leading:seconds"  # the recording rule's, labels deployment, source
+TPOT_LEADING_SOURCES: Final = ("itl", "gen_throughput", "max")
+TPOT_LEADING_WINDOW: Final = "1m"
+TPOT_LEADING_FOR: Final = "1m"
 # The sidecar's own loops (monitor.scrape.supervise): one `scrape` loop per deployment and the `sidecar`
 # loop (request logs, recording). A loop with no completed cycle in LOOP_STALE_INTERVALS scrape
 # intervals is stale: /healthz fails and ALERT_LOOP_STUCK fires.
@@ -380,6 +398,7 @@ ALERT_KV_FULL: Final = "SGLangKVCacheNearFull"
 ALERT_PD_TRANSFER: Final = "SGLangPDTransferFailures"
 ALERT_PD_BOOTSTRAP: Final = "SGLangPDBootstrapFailures"
 ALERT_REGRESSION: Final = "SGLangLatencyRegression"  # label sli=tpot|ttft
+ALERT_TPOT_LEADING: Final = "SLOTPOTLeadingWarning"  # severity=warning, sli=tpot
 ALERT_ROUTER_WORKER: Final = "SGLangRouterWorkerUnhealthy"
 ALERT_GATEWAY_CIRCUIT_OPEN: Final = "SGLangGatewayCircuitBreakerOpen"
 ALERT_GATEWAY_SHEDDING: Final = "SGLangGatewayShedding"  # smg 1.13: overload shedding, admission rejections

@@ -76,11 +76,11 @@ class Observations:
             try:
                 if target.source == "router":
                     status.detail = router_summary(expo.selected)
-                    status.resets += engine.observe_gateway(target, expo)
+                    status.resets += engine.observe_gateway(target, expo, result.ts)
                 elif target.source == "router-engine-metrics":
-                    note = self._observe_workers(dep, target, expo)
+                    note = self._observe_workers(dep, target, expo, result.ts)
                 else:
-                    status.resets += engine.observe(target, expo)
+                    status.resets += engine.observe(target, expo, result.ts)
             except HistogramError as err:
                 error = f"malformed exposition: {err}"
         if error is not None or expo is None:
@@ -96,7 +96,7 @@ class Observations:
         status.record_success(result.ts, result.duration_seconds, expo.samples, result.bytes, expo.format, warnings)
         status.last_error = note
 
-    def _observe_workers(self, dep: Deployment, target: Target, expo: Exposition) -> str | None:
+    def _observe_workers(self, dep: Deployment, target: Target, expo: Exposition, ts: float) -> str | None:
         """Feed a gateway's /engine_metrics to the engine one worker at a time, each with the role its
         engine_type label names (series without one: the target's role when it is a server role, else
         `server`). A worker the deployment also scrapes directly is left out: its requests would count
@@ -112,7 +112,7 @@ class Observations:
                 direct.append(addr)
                 continue
             part = target.model_copy(update={"role": role or fallback, "name": f"{target.id} worker {addr}"})
-            status.resets += engine.observe(part, expo._replace(selected=samples))
+            status.resets += engine.observe(part, expo._replace(selected=samples), ts)
             warnings += engine.warnings.pop(part.id, [])
             fed.append(part)
         engine.warnings[target.id] = warnings

@@ -84,6 +84,17 @@ class GoodputWindowStatus(BaseModel):
     objective: float | None  # the goodput SLO, when the deployment has one
 
 
+class TpotLeadingStatus(BaseModel):
+    """How fast the requests running now decode, seconds per output token (monitor/slo/leading.py): it
+    moves while they run, TPOT only once they finish. None where its source has no data."""
+
+    seconds: float | None  # the larger of the two estimates
+    itl_seconds: float | None  # mean ITL over the last minute
+    gen_throughput_seconds: float | None  # running requests / generated tokens per second
+    target_seconds: float  # the TPOT target it is compared with
+    over_target: bool
+
+
 class AvailabilityWindowStatus(BaseModel):
     window: str
     seconds: float
@@ -118,6 +129,7 @@ class DeploymentStatus(BaseModel):
     targets: list[TargetStatusModel]
     warnings: list[str]
     goodput: list[GoodputWindowStatus] = []  # empty without a request-log target
+    tpot_leading: TpotLeadingStatus | None = None  # with a TPOT target
     availability: AvailabilityStatus | None = None  # without availability_objective: none
 
 
@@ -206,6 +218,10 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
         rates={k: v for k, v in state.rates.items() if _f(v) is not None},
         targets=[target_status(t) for t in targets],
         warnings=list(dep.warnings),
+        tpot_leading=None if state.leading_tpot is None else TpotLeadingStatus(
+            seconds=_f(state.leading_tpot.seconds), itl_seconds=_f(state.leading_tpot.itl_seconds),
+            gen_throughput_seconds=_f(state.leading_tpot.throughput_seconds),
+            target_seconds=state.leading_tpot.target_seconds, over_target=state.leading_tpot.over_target),
         availability=availability_status(state.availability) if state.availability is not None else None,
     )
 

@@ -43,6 +43,8 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
         return "DOWN", RED
     if any(s.breaching for s in d.slis) or (d.availability is not None and d.availability.breaching):
         return "BREACH", RED
+    if d.tpot_leading is not None and d.tpot_leading.over_target:
+        return "SLOWING", YELLOW  # running requests decode slower than the TPOT target: TPOT follows
     windows = [w for s in d.slis for w in s.windows] + (d.availability.windows if d.availability else [])
     fast = [w.burn_rate for w in windows if w.window in ("5m", "1h") and w.burn_rate is not None]
     if fast and max(fast) >= 1.0:
@@ -57,7 +59,7 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
 
 
 def render_table(status: StatusResponse, *, color: bool = True) -> str:
-    head = ["deployment", "state", "TPOT tgt ms", "TPOT p99 5m", "TPOT SLI 5m", "burn 1h", "budget",
+    head = ["deployment", "state", "TPOT tgt ms", "TPOT p99 5m", "TPOT SLI 5m", "burn 1h", "budget", "TPOT now ms",
             "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "goodput 5m", "avail 5m", "run", "queue", "up"]
     rows = []
     for d in status.deployments:
@@ -68,8 +70,10 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
         tpot = _sli_cells(slis.get("tpot"))
         ttft = _sli_cells(slis.get("ttft"))
         gp5 = next((w for w in d.goodput if w.window == "5m"), None)
+        lead = d.tpot_leading
+        now_ms = "-" if lead is None or lead.seconds is None else f"{_ms(lead.seconds)}{'!' if lead.over_target else ''}"
         av5 = next((w for w in d.availability.windows if w.window == "5m"), None) if d.availability else None
-        rows.append(([d.name, state, *tpot, *ttft[:3], _pct(gp5.ratio) if gp5 else "-",
+        rows.append(([d.name, state, *tpot, now_ms, *ttft[:3], _pct(gp5.ratio) if gp5 else "-",
                       _pct(av5.good_ratio) if av5 else "-",
                       f"{load.get('num_running_reqs', 0):.0f}", f"{load.get('num_queue_reqs', 0):.0f}",
                       f"{ups}/{len(d.targets)}"], col))
@@ -80,7 +84,8 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
         out.append(f"{col}{line}{RESET}" if color else line)
     side = status.sidecar
     out.append(f"{DIM if color else ''}sidecar {side.version}: {side.cycles} cycles, last {side.last_cycle_seconds * 1000:.0f} ms, "
-               f"interval {side.scrape_interval_seconds:g}s; ~ = target off bucket edges (interpolated){RESET if color else ''}")
+               f"interval {side.scrape_interval_seconds:g}s; ~ = target off bucket edges (interpolated); TPOT now = seconds "
+               f"per token of the running requests (ITL, gen_throughput), ! over the target{RESET if color else ''}")
     notes = [f"  {d.name}: {s.sli} target {s.target_seconds * 1000:g} ms is not a bucket edge; launch with {s.fix_flag}"
              for d in status.deployments for s in d.slis if s.fix_flag]
     flags = [f"  {d.name} {t.id}: {w}" for d in status.deployments for t in d.targets for w in t.warnings]

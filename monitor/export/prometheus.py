@@ -47,6 +47,7 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
     mean = GaugeMetricFamily(C.M_LATENCY_MEAN, "Mean latency over the window (sum / count).", labels=DSW)
     load = GaugeMetricFamily(C.M_LOAD, "SGLang load gauges per deployment and role (summed per DP rank; ratios take the max).", labels=["deployment", "role", "metric"])
     rates = GaugeMetricFamily(f"{C.NS}_deployment_rate_per_second", "Per-second rate over 5m of SGLang counters, reset-aware.", labels=["deployment", "counter"])
+    leading = GaugeMetricFamily(C.M_TPOT_LEADING, "Seconds per output token of the requests running now, ahead of TPOT (observed at finish): source itl (mean ITL over the last minute), gen_throughput (running / generated tokens per second) or max (the larger).", labels=["deployment", "source"])
     info = GaugeMetricFamily(C.M_DEPLOYMENT_INFO, "Deployment identity from the recipe.", labels=[*D, "model", "hardware", "mode", "cards"])
     up = GaugeMetricFamily(C.M_TARGET_UP, "1 when the last scrape of the target succeeded.", labels=["deployment", "role", "target"])
     dur = GaugeMetricFamily(C.M_SCRAPE_DURATION, "Duration of the last scrape of the target.", labels=["deployment", "role", "target"])
@@ -101,6 +102,12 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                 load.add_metric([dep.name, role, metric], v)
         for counter, v in sorted(dep.rates.items()):
             rates.add_metric([dep.name, counter], v)
+        lead = dep.tpot_leading
+        if lead is not None:
+            itl, thr, top = C.TPOT_LEADING_SOURCES
+            for source, v in ((itl, lead.itl_seconds), (thr, lead.gen_throughput_seconds), (top, lead.seconds)):
+                if _ok(v):
+                    leading.add_metric([dep.name, source], v)  # type: ignore[arg-type]
         for t in dep.targets:
             lt = [dep.name, t.role, t.id]
             up.add_metric(lt, 1.0 if t.up else 0.0)
@@ -114,7 +121,7 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                 samples.add_metric(lt, float(t.samples))
                 size.add_metric(lt, float(t.bytes))
     yield from (info, target, objective, edge, good, lower, upper, events, burn, budget, quant, mean, load,
-                rates, up, dur, samples, size, last, scrapes, errors, resets)
+                rates, leading, up, dur, samples, size, last, scrapes, errors, resets)
     yield from loop_families(status)
 
 

@@ -1,4 +1,4 @@
-"""alertmanager.yml: page on severity=page, ticket otherwise; grouped by deployment and alertname.
+"""alertmanager.yml: page on severity=page, ticket otherwise (ticket, warning); grouped by deployment and alertname.
 
 Webhook URLs come from --page-webhook-url / --ticket-webhook-url, else the environment
 (SLO_MONITOR_PAGE_WEBHOOK_URL / SLO_MONITOR_TICKET_WEBHOOK_URL), else local placeholders
@@ -30,8 +30,8 @@ def alertmanager_yml(opts: Options) -> str:
             ],
         },
         "inhibit_rules": [
-            # A page for a deployment's SLI already says everything its ticket would.
-            {"source_matchers": ['severity="page"'], "target_matchers": ['severity="ticket"'],
+            # A page for a deployment's SLI already says everything its ticket or warning would.
+            {"source_matchers": ['severity="page"'], "target_matchers": ['severity=~"ticket|warning"'],
              "equal": ["deployment", "sli"]},
         ],
         "receivers": [

@@ -14,8 +14,18 @@ from typing import Any
 
 from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import BURN_RATE_ALERTS, REQUEST_ROLES, format_le, parse_duration
+from monitor.conventions import (
+    BURN_RATE_ALERTS,
+    GAUGES,
+    REQUEST_ROLES,
+    SLI_FAMILIES,
+    SLI_ROLES,
+    TPOT_LEADING_SOURCES,
+    format_le,
+    parse_duration,
+)
 from monitor.escaping import matchers
+from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
 from monitor.generate.plan import AvailabilityPlan, GoodputPlan, Plan, engine_selector, scraped_roles
 from monitor.generate.rules import burn_alerts, burn_factor
@@ -151,6 +161,54 @@ def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
                      "exp_annotations": {k: render(v, 0, labels) for k, v in rule["annotations"].items()}}]}]}
 
 
+def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+    """The leading TPOT warning: quiet while running requests decode within the TPOT target, firing (after
+    its `for`) when either the ITL mean or running / gen_throughput goes over it, quiet when idle.
+    15 s samples: the 1m ITL rate needs several in its window."""
+    rule = next((r for r in leading_rules(dep, opts) if "alert" in r), None)
+    if rule is None or dep.tpot_target_seconds is None:
+        return []
+    target = dep.tpot_target_seconds
+    itl_role = engine_selector(dep, SLI_ROLES["itl"])["role"].split("|")[0]
+    rank_role = engine_selector(dep, REQUEST_ROLES)["role"].split("|")[0]
+    itl = {"deployment": dep.name, "role": itl_role}
+    rank = {"deployment": dep.name, "role": rank_role, "instance": "10.0.0.1:30000", "tp_rank": "0"}
+    step, tokens, running, steps = "15s", 150, 8, 24
+
+    def series(itl_seconds: float | None, thr_seconds: float | None) -> list[dict[str, str]]:
+        out = []
+        if itl_seconds is not None:  # `tokens` per step, each taking itl_seconds
+            out += [{"series": selector(SLI_FAMILIES["itl"] + "_count", itl), "values": f"0+{tokens}x{steps}"},
+                    {"series": selector(SLI_FAMILIES["itl"] + "_sum", itl),
+                     "values": f"0+{format_number(round(tokens * itl_seconds, 9))}x{steps}"}]
+        n, gen = (running, running / thr_seconds) if thr_seconds else (0, 0)
+        out += [{"series": selector(GAUGES["num_running_reqs"], rank), "values": f"{n}x{steps}"},
+                {"series": selector(GAUGES["gen_throughput"], rank), "values": f"{format_number(round(gen, 6))}x{steps}"}]
+        return out
+
+    at = opts.duration("5m")
+    labels = {"deployment": dep.name, "source": TPOT_LEADING_SOURCES[2]}
+
+    def case(name: str, itl_s: float | None, thr_s: float | None, fires: float | None) -> dict[str, Any]:
+        exp = [] if fires is None else [{"exp_labels": {**labels, **expanded_labels(rule)},
+                                        "exp_annotations": {k: render(v, fires, labels)
+                                                            for k, v in rule["annotations"].items()}}]
+        return {"name": f"{dep.name} tpot: {name}", "interval": opts.duration(step),
+                "input_series": series(itl_s, thr_s),
+                "alert_rule_test": [{"eval_time": at, "alertname": names.ALERT_TPOT_LEADING, "exp_alerts": exp}]}
+
+    slow, fine = 1.5 * target, 0.5 * target
+    checked = case("running requests decode slower than the target: warns", slow, fine, slow)
+    checked["promql_expr_test"] = [
+        {"expr": f"round({selector(names.TPOT_LEADING, {'deployment': dep.name, 'source': src})}, 0.000001)",
+         "eval_time": at, "exp_samples": [{"labels": matchers({"deployment": dep.name, "source": src}),
+                                           "value": round(value, 6)}]}
+        for src, value in zip(TPOT_LEADING_SOURCES, (slow, fine, slow))]
+    return [checked,
+            case("decode throughput alone says slower than the target (no tokens streamed yet): warns", None, 2 * target,
+                 2 * target),
+            case("healthy stays quiet", fine, fine, None),
+            case("idle stays quiet", None, None, None)]
 def _symptom_case(dep: Deployment, opts: Options, name: str, alertname: str, series: dict[str, str],
                   quiet_at: int, firing_at: int, fired: dict[str, str], value: float) -> dict[str, Any]:
     """One symptom alert over 1-minute samples: quiet at `quiet_at` minutes, firing with `fired` labels later."""
@@ -211,6 +269,7 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
     down = _target_down_case(dep, opts)
     if down:
         tests.append(down)
+    tests += _leading_cases(dep, opts)
     tests += _gateway_cases(dep, opts)
     return {"rule_files": [f"../{names.rules_file(dep.name)}"], "evaluation_interval": opts.duration(STEP),
             "tests": tests}

@@ -17,6 +17,7 @@ from monitor.conventions import (
 )
 from monitor.escaping import template_literal
 from monitor.generate.gateway import gateway_alerts
+from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
 from monitor.generate.plan import engine_selector, scraped_roles
 from monitor.generate.rules import alert, extra_labels, latency_means, record
@@ -107,7 +108,10 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
                  "length and accelerator throttling.")))
     rules += gateway_alerts(dep, opts, base)
     # One group, recordings first: the alerts read them at the same evaluation (see rules.slo_groups).
-    return [{"name": names.group(dep.name, "symptoms"), "rules": [*latency_means(dep, opts), *rec, *rules]}]
+    lead = leading_rules(dep, opts)
+    lead_rec, lead_alerts = [r for r in lead if "record" in r], [r for r in lead if "alert" in r]
+    return [{"name": names.group(dep.name, "symptoms"), "rules": [*latency_means(dep, opts), *rec, *lead_rec, *rules,
+                                                                    *lead_alerts]}]
 
 
 def global_groups(opts: Options) -> list[dict[str, Any]]:

@@ -4,6 +4,11 @@ Only the sample names in `wanted` are materialised; every other line is validate
 (name, value) and counted. That keeps a 32-DP-rank SGLang scrape (~10k lines) cheap, since the
 SLO engine needs a dozen families out of ~90.
 
+Two ways through a text, with one result: SGLang (prometheus_client) writes every family as one block
+after its `# HELP`/`# TYPE` lines, so `monitor.parse.blocks` skips the blocks of families nobody asked
+for without looking at their lines (bytes in, nothing decoded or copied but the wanted blocks); any text
+not laid out that way goes through the full scan below, which validates every line.
+
 Accepted quirks, all seen in real output: `sglang:` and `sglang_` spellings (canonicalised to the
 colon), `le="1"` and `le="1.0"`, escaped label values, NaN/±Inf, missing HELP/TYPE, the `pid`
 label of multiprocess gauges (dropped), OpenMetrics timestamps, exemplars and `# EOF`.
@@ -33,6 +38,30 @@ class ParseError(ValueError):
         shown = text if len(text) <= 120 else text[:117] + "..."
         super().__init__(f"line {line}: {message}" + (f": {shown!r}" if shown else ""))
         self.line = line
+
+
+class LimitExceeded(ValueError):
+    """More samples, or more kept series, than the target allows (Prometheus's `sample_limit`): the
+    scrape fails whole and the target keeps its previous state."""
+
+
+class Limits(NamedTuple):
+    """Per-scrape bounds; None is unlimited (Prometheus's 0)."""
+
+    samples: int | None = None  # every sample line of the exposition
+    series: int | None = None  # samples kept (the families in `wanted`)
+
+    def check_samples(self, samples: int) -> None:
+        if self.samples is not None and samples > self.samples:
+            raise LimitExceeded(f"sample limit exceeded: more than {self.samples} samples (sample_limit {self.samples})")
+
+    def check_series(self, kept: int) -> None:
+        if self.series is not None and kept > self.series:
+            raise LimitExceeded(f"series limit exceeded: more than {self.series} series of the families "
+                                f"the sidecar reads (series_limit {self.series})")
+
+
+NO_LIMITS = Limits()
 
 
 class Sample(NamedTuple):
@@ -118,16 +147,36 @@ _LABELS_FULL_RE = re.compile(r'(?:\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"[^"\\]*"\s*,)
 _LABEL_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*)"')
 
 
-# Label sets repeat exactly from one scrape of a target to the next: parse each text once.
-_LABEL_CACHE: dict[str, Labels] = {}
+# Label sets repeat exactly from one scrape of a target to the next: parse each text once. Across
+# targets they differ mostly in `pid` (every SGLang scheduler gauge carries its process id), which is
+# dropped anyway: a second cache is keyed by the text without it, so 400 servers of one model share
+# their label sets instead of evicting each other's. Both are bounded.
+LABEL_CACHE: dict[str, Labels] = {}
+_SHARED_LABELS: dict[str, Labels] = {}
 _LABEL_CACHE_MAX = 20_000
+# One well-formed dropped pair at a pair boundary: what is left is a valid label text when the whole was.
+_DROPPED_MARKS = tuple(f'{name}="' for name in sorted(DROPPED_LABELS))
+_DROPPED_PAIR_RE = re.compile("(?:^|,)(?:" + "|".join(map(re.escape, sorted(DROPPED_LABELS)))
+                              + r')="[^"\\]*"(?=,|$)')
+
+
+def _remember(cache: dict[str, Labels], text: str, labels: Labels) -> None:
+    if len(cache) >= _LABEL_CACHE_MAX:
+        cache.clear()  # bounded: a fleet with more distinct label sets re-parses, no more
+    cache[text] = labels
 
 
 def parse_labels(text: str, lineno: int = 0, line: str = "") -> Labels:
     """`a="1",b="x"` -> sorted pairs, `pid` dropped, duplicates rejected."""
-    cached = _LABEL_CACHE.get(text)
+    cached = LABEL_CACHE.get(text)
     if cached is not None:
         return cached
+    shared = _DROPPED_PAIR_RE.sub("", text, count=1) if any(m in text for m in _DROPPED_MARKS) else None
+    if shared is not None:
+        cached = _SHARED_LABELS.get(shared)
+        if cached is not None:
+            _remember(LABEL_CACHE, text, cached)
+            return cached
     if "\\" not in text and _LABELS_FULL_RE.fullmatch(text):
         pairs = _LABEL_PAIR_RE.findall(text)  # both regexes run in C: the hot path
     else:
@@ -138,13 +187,13 @@ def parse_labels(text: str, lineno: int = 0, line: str = "") -> Labels:
             raise ParseError(lineno, "duplicate label name", line)
         pairs.sort()
     out = tuple(p for p in pairs if p[0] not in DROPPED_LABELS)
-    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
-        _LABEL_CACHE.clear()  # bounded: a fleet with more distinct label sets re-parses, no more
-    _LABEL_CACHE[text] = out
+    _remember(LABEL_CACHE, text, out)
+    if shared is not None:
+        _remember(_SHARED_LABELS, shared, out)
     return out
 
 
-def _split_sample(line: str, lineno: int) -> tuple[str, str | None, str]:
+def split_sample(line: str, lineno: int) -> tuple[str, str | None, str]:
     """(raw name, label text or None, rest after labels)."""
     m = _NAME_RE.match(line)
     if not m:
@@ -208,7 +257,7 @@ def _wanted_regex(wanted: frozenset[str]) -> re.Pattern[str]:
     return re.compile(r"\n(" + "|".join(alts) + r")(?=[{ \t])([^\n]*)")
 
 
-def _value_of(rest: str, lineno: int, line: str) -> float:
+def value_of(rest: str, lineno: int, line: str) -> float:
     """The value after the name and labels; a timestamp after it must be a number too."""
     tokens = rest.split()
     if not tokens:
@@ -226,15 +275,16 @@ def _value_of(rest: str, lineno: int, line: str) -> float:
     return value
 
 
-def _wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float]:
+def wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float]:
     """Parse one line whose name is wanted: labels in full, value, timestamp checked."""
-    raw, label_text, rest = _split_sample(line, lineno)
-    value = _value_of(rest, lineno, line)
+    raw, label_text, rest = split_sample(line, lineno)
+    value = value_of(rest, lineno, line)
     labels = parse_labels(label_text, lineno, line) if label_text else ()
     return canonical_name(raw), labels, value
 
 
-def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_families: bool) -> Exposition | None:
+def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_families: bool,
+                limits: Limits = NO_LIMITS) -> Exposition | None:
     """None when the text needs the line-by-line parser (unusual spacing, or an error to locate)."""
     body = "\n" + text
     if _FAST_DOC.fullmatch(text) is None:
@@ -245,12 +295,16 @@ def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_fami
     is_om = eof != -1 or "openmetrics" in content_type
     if "openmetrics" in content_type and eof == -1:
         return None
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    samples = lines - body.count("\n#")
+    limits.check_samples(samples)
     selected: list[Sample] = []
     seen: set[tuple[str, Labels]] = set()
+    limit = math.inf if limits.series is None else limits.series
     for m in _wanted_regex(wanted).finditer(body):
         line = m.group(1) + m.group(2)
         try:
-            name, labels, value = _wanted_sample(line, 0)
+            name, labels, value = wanted_sample(line, 0)
         except ParseError as err:
             # Counting lines is O(size): only on the error path.
             raise ParseError(body.count("\n", 0, m.start() + 1), str(err).split(": ", 1)[1]) from None
@@ -259,30 +313,56 @@ def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_fami
             raise ParseError(body.count("\n", 0, m.start() + 1), "duplicate series", line)
         seen.add(key)
         selected.append(Sample(name, labels, value))
+        if len(selected) > limit:
+            limits.check_series(len(selected))
     types = {canonical_name(a): b.strip() for a, b in _TYPE_RE.findall(body)}
-    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-    samples = lines - body.count("\n#")
     families = -1
     if count_families:
         families = len({family_of(canonical_name(n)) for n in set(_NAMES_RE.findall(text))})
     return Exposition("openmetrics" if is_om else "prometheus-text", families, samples, types, selected)
 
 
-def parse(text: str, wanted: Collection[str] | None = None, *, content_type: str = "",
-          count_families: bool = True) -> Exposition:
-    """Parse one exposition. `wanted`: canonical sample names to keep (None keeps all).
+def parse(text: str | bytes, wanted: Collection[str] | None = None, *, content_type: str = "",
+          count_families: bool = True, limits: Limits = NO_LIMITS) -> Exposition:
+    """Parse one exposition (text, or the bytes a target sent). `wanted`: canonical sample names to
+    keep (None keeps all). Raises ParseError (malformed) or LimitExceeded (`limits`).
 
     count_families=False skips counting distinct families (families is then -1): the scrape loop
-    does not need it and it costs a third of a fast parse.
+    does not need it, and it lets a grouped exposition's unwanted blocks be skipped unread.
     """
+    if wanted is not None and not count_families:
+        from monitor.parse.blocks import parse_grouped  # blocks builds on this module's types
+
+        data = text if isinstance(text, bytes) else text.encode()
+        grouped = parse_grouped(data, frozenset(wanted), content_type, limits)
+        if grouped is not None:
+            return grouped
+    return full_scan(text, wanted, content_type=content_type, count_families=count_families, limits=limits)
+
+
+def full_scan(text: str | bytes, wanted: Collection[str] | None = None, *, content_type: str = "",
+              count_families: bool = True, limits: Limits = NO_LIMITS) -> Exposition:
+    """Every line validated (a C regex over the whole text, else line by line): what `parse` falls
+    back to for a text that is not grouped, and what names the line of any error."""
+    if isinstance(text, bytes):
+        text = decode(text)
     if wanted is not None:
-        fast = _parse_fast(text, frozenset(wanted), content_type, count_families)
+        fast = _parse_fast(text, frozenset(wanted), content_type, count_families, limits)
         if fast is not None:
             return fast
-    return _parse_lines(text, wanted, content_type)
+    return _parse_lines(text, wanted, content_type, limits)
 
 
-def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -> Exposition:
+def decode(data: bytes) -> str:
+    """UTF-8 text of an exposition, or ParseError naming the line of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ParseError(data.count(b"\n", 0, err.start) + 1, f"not UTF-8 (byte {err.start})") from None
+
+
+def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
+                 limits: Limits = NO_LIMITS) -> Exposition:
     """The line-by-line parser: lenient where the fast grammar is strict, precise about errors."""
     is_om = "openmetrics" in content_type
     types: dict[str, str] = {}
@@ -294,6 +374,8 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -
     seen: set[tuple[str, Labels]] = set()
     lineno = 0
     wanted_set = frozenset() if wanted is None else frozenset(wanted)
+    sample_limit = limits.samples
+    series_limit = math.inf if limits.series is None else limits.series
     # Split on "\n" only: str.splitlines() would also split inside label values (\r, \x1c, ...).
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line:
@@ -321,7 +403,7 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -
             raw = line[:brace]
             name = canonical_name(raw)
             if keep_all or name in wanted_set:
-                raw, label_text, rest = _split_sample(line, lineno)
+                raw, label_text, rest = split_sample(line, lineno)
             else:
                 # Not materialised: find the end of the label set without parsing it.
                 cut = line.find(" # ")
@@ -336,8 +418,10 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -
             raw = line[:space]
             name = canonical_name(raw)
             label_text, rest = None, line[space:]
-        value = _value_of(rest, lineno, line)
+        value = value_of(rest, lineno, line)
         count += 1
+        if sample_limit is not None and count > sample_limit:
+            limits.check_samples(count)
         if raw not in first_line:
             first_line[raw] = lineno
         if keep_all or name in wanted_set:
@@ -348,6 +432,8 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str) -
                 raise ParseError(lineno, "duplicate series", line)
             seen.add(key)
             selected.append(Sample(name, labels, value))
+            if len(selected) > series_limit:
+                limits.check_series(len(selected))
     if is_om and not saw_eof and "openmetrics" in content_type:
         raise ParseError(lineno if text else 0, "OpenMetrics exposition without '# EOF' (truncated?)")
     # Names are validated once each, not once per line.

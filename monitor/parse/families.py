@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -36,6 +37,28 @@ def engine_wanted() -> frozenset[str]:
     return frozenset(histogram_sample_names(hists) | set(COUNTERS.values()) | set(GAUGES.values()))
 
 
+# A bucket's label set -> (the series' labels without `le`, the edge): label sets are the same tuple
+# objects scrape after scrape (the parser's cache), so each is split once. Bounded like that cache.
+_SPLIT_LE: dict[Labels, tuple[Labels, str | None]] = {}
+_SPLIT_LE_MAX = 50_000
+
+
+def _split_le(labels: Labels) -> tuple[Labels, str | None]:
+    got = _SPLIT_LE.get(labels)
+    if got is None:
+        le = None
+        rest = []
+        for k, v in labels:
+            if k == "le":
+                le = v
+            else:
+                rest.append((k, v))
+        if len(_SPLIT_LE) >= _SPLIT_LE_MAX:
+            _SPLIT_LE.clear()
+        got = _SPLIT_LE[labels] = (tuple(rest), le)
+    return got
+
+
 def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = True) -> list[HistogramSeries]:
     """Assemble the series of one histogram family; order of lines does not matter.
 
@@ -48,23 +71,17 @@ def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = T
     b_name, s_name, c_name = family + "_bucket", family + "_sum", family + "_count"
     for s in samples:
         if s.name == b_name:
-            le = None
-            rest = []
-            for k, v in s.labels:
-                if k == "le":
-                    le = v
-                else:
-                    rest.append((k, v))
+            rest, le = _split_le(s.labels)
             if le is None:
                 raise HistogramError(f"{b_name} sample without an `le` label")
             try:
                 edge = float(le)
             except ValueError:
                 raise HistogramError(f"{b_name}: le={le!r} is not a number") from None
-            if math.isnan(edge):
+            if edge != edge:
                 # NaN != NaN: kept, such an edge would make every scrape look like a counter reset.
                 raise HistogramError(f'{b_name}{dict(rest)}: le="{le}" is not a bucket edge')
-            series = buckets.setdefault(tuple(rest), {})
+            series = buckets.setdefault(rest, {})
             if edge in series:
                 raise HistogramError(f"{b_name}{dict(rest)}: duplicate bucket le={le!r}")
             series[edge] = s.value
@@ -75,7 +92,7 @@ def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = T
     out: list[HistogramSeries] = []
     for labels, series in buckets.items():
         edges = tuple(sorted(series))
-        cum = tuple(series[e] for e in edges)
+        cum = tuple(map(series.__getitem__, edges))
         if not edges or edges[-1] != math.inf:
             if strict:
                 raise HistogramError(f"{family}{dict(labels)}: no +Inf bucket")
@@ -84,12 +101,11 @@ def group_histograms(samples: Iterable[Sample], family: str, *, strict: bool = T
         if strict:
             # A count that is not a finite, non-negative number would poison every window (NaN
             # events, a burn rate of NaN): the scrape is rejected, as Prometheus rejects it.
-            for v in cum:
-                if not _is_count(v):
-                    raise HistogramError(f"{family}{dict(labels)}: bucket count {spell_value(v)} is not a finite, non-negative number")
-            for a, b in zip(cum, cum[1:]):
-                if b < a:
-                    raise HistogramError(f"{family}{dict(labels)}: bucket counts are not monotone")
+            if not (all(map(math.isfinite, cum)) and min(cum) >= 0):
+                bad = next(v for v in cum if not _is_count(v))
+                raise HistogramError(f"{family}{dict(labels)}: bucket count {spell_value(bad)} is not a finite, non-negative number")
+            if not all(map(operator.le, cum, cum[1:])):
+                raise HistogramError(f"{family}{dict(labels)}: bucket counts are not monotone")
             if not _is_count(count):
                 raise HistogramError(f"{family}{dict(labels)}: _count {spell_value(count)} is not a finite, non-negative number")
         out.append(HistogramSeries(family, labels, edges, cum, sums.get(labels, math.nan), count,

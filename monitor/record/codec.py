@@ -57,16 +57,23 @@ def book_to(book: SeriesBook) -> dict[str, Any]:
     for key, acc in book.hists.items():
         if acc.last_raw is None:
             continue
-        hists.append([_key_to(key), hist_to(acc.last_raw), hist_to(acc.offset) if acc.offset else None, acc.resets])
-    scalars = [[_key_to(key), acc.last_raw, acc.offset, acc.resets]
+        hists.append([_key_to(key), hist_to(acc.last_raw), hist_to(acc.offset) if acc.offset else None, acc.resets,
+                      acc.seen])
+    scalars = [[_key_to(key), acc.last_raw, acc.offset, acc.resets, acc.seen]
                for key, acc in book.scalars.items() if acc.last_raw is not None]
-    return {"hists": hists, "scalars": scalars}
+    return {"hists": hists, "scalars": scalars,
+            "retired_hists": {f: hist_to(h) for f, h in book.retired_hists.items()},
+            "retired_scalars": book.retired_scalars}
 
 
 def book_from(data: dict[str, Any]) -> SeriesBook:
+    """Also reads books recorded before series expiry (no `seen`, no retired totals)."""
     book = SeriesBook()
-    for key, raw, offset, resets in data.get("hists", []):
-        book.hists[_key_from(key)] = HistAccumulator(hist_from(raw), hist_from(offset) if offset else None, resets)
-    for key, raw, offset, resets in data.get("scalars", []):
-        book.scalars[_key_from(key)] = ScalarAccumulator(raw, offset, resets)
+    for key, raw, offset, resets, *seen in data.get("hists", []):
+        book.hists[_key_from(key)] = HistAccumulator(hist_from(raw), hist_from(offset) if offset else None, resets,
+                                                     float(seen[0]) if seen else 0.0)
+    for key, raw, offset, resets, *seen in data.get("scalars", []):
+        book.scalars[_key_from(key)] = ScalarAccumulator(raw, offset, resets, float(seen[0]) if seen else 0.0)
+    book.retired_hists = {f: hist_from(h) for f, h in data.get("retired_hists", {}).items()}
+    book.retired_scalars = {f: float(v) for f, v in data.get("retired_scalars", {}).items()}
     return book

@@ -18,10 +18,11 @@ import aiohttp
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions import LOOP_SCRAPE, LOOP_SIDECAR
-from monitor.fetch import fetch
-from monitor.parse.exposition import ParseError, parse
+from monitor.fetch import fetch, is_loopback
+from monitor.parse.exposition import LimitExceeded, Limits, ParseError
 from monitor.parse.families import engine_wanted
 from monitor.parse.gateway import ROUTER_WANTED
+from monitor.scrape.parsing import ParserDied, ParserPool
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.shard import shard_of
 from monitor.scrape.supervise import LoopHealth, supervise
@@ -67,6 +68,22 @@ class Scraper:
         self.loops: dict[str, LoopHealth] = {d.name: LoopHealth(LOOP_SCRAPE, d.name) for d in config.deployments}
         self.cycle_loop = LoopHealth(LOOP_SIDECAR)
         self._sem = asyncio.Semaphore(config.sidecar.max_concurrent_scrapes)
+        self.parser = ParserPool(config.sidecar)
+
+    def close(self) -> None:
+        """Stop the parser's worker processes (if any were started)."""
+        self.parser.close()
+
+    def limits(self, target: Target) -> Limits:
+        side = self.config.sidecar
+        return Limits(target.sample_limit or side.sample_limit, target.series_limit or side.series_limit)
+
+    @staticmethod
+    def compression(target: Target) -> bool:
+        """Whether to ask `target` for gzip: as configured, else only over a network (see monitor.fetch)."""
+        if target.enable_compression is not None:
+            return target.enable_compression
+        return not is_loopback(target.url or "")
 
     def _timeout(self, target: Target) -> float:
         return min(target.timeout_seconds or self.config.sidecar.scrape_timeout_seconds,
@@ -85,18 +102,21 @@ class Scraper:
                 return ScrapeResult(dep.name, target, ts, telemetry.duration_seconds, telemetry=telemetry)
             res = await fetch(session, target.url or "", timeout=self._timeout(target),
                               max_bytes=self.config.sidecar.max_response_bytes,
-                              bearer_token=target.bearer_token, follow_redirects=target.follow_redirects)
+                              bearer_token=target.bearer_token, follow_redirects=target.follow_redirects,
+                              compression=self.compression(target))
         if not res.ok:
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error=explain_http_error(target, res.error or "failed"))
         wanted = ROUTER_WANTED if target.source == "router" else self.wanted
         try:
-            expo = parse(res.text or "", wanted, content_type=res.content_type,
-                         count_families=target.source == "router")
+            expo = await self.parser.parse(res.body or b"", wanted, content_type=res.content_type,
+                                           count_families=target.source == "router", limits=self.limits(target))
         except ParseError as err:
             # Rejected whole, like Prometheus does: the windows keep their last good state.
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error=f"malformed exposition: {err}")
+        except (LimitExceeded, ParserDied) as err:  # the same: failed whole, previous state kept
+            return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes, error=str(err))
         if expo.samples == 0:  # nothing to compute from: a failure, not `up` with zero samples
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error="empty exposition (HTTP 200 with no samples)")

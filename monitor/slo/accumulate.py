@@ -9,13 +9,19 @@ Where a series starts counting: one seen on a target's first scrape held history
 sidecar looked, so it starts at 0 there (`born=False`); one that appears on a target already scraped
 was created since (SGLang creates a counter at its first event), so it counts from 0, its whole value
 being new (`born=True`).
+
+Series come and go (a worker leaves a gateway's merge, a label value is never seen again). One absent
+longer than `conventions.SERIES_EXPIRY_SECONDS` is retired: its last adjusted value moves into its
+family's retired total, so every merged value, and every window, stays exactly as it was, while the
+book holds one number per family instead of one accumulator per series ever seen.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
-from monitor.slo.histogram import Hist
+from monitor.slo.histogram import Hist, merge
 
 
 def hist_decreased(new: Hist, old: Hist) -> bool:
@@ -23,13 +29,13 @@ def hist_decreased(new: Hist, old: Hist) -> bool:
         return True
     if new.edges != old.edges:
         return True  # relaunched with other buckets: a new process, treat as reset
-    return any(a < b for a, b in zip(new.cumulative, old.cumulative))
+    return any(map(operator.lt, new.cumulative, old.cumulative))
 
 
 def add(a: Hist, b: Hist) -> Hist:
     """a + b, keeping a's edges where b has them (b's edges are a superset or equal)."""
     if a.edges == b.edges:
-        cum = tuple(x + y for x, y in zip(a.cumulative, b.cumulative))
+        cum = tuple(map(operator.add, a.cumulative, b.cumulative))
         return Hist(a.edges, cum, a.sum + b.sum, a.count + b.count)
     index = {e: i for i, e in enumerate(b.edges)}
     edges = tuple(e for e in a.edges if e in index)
@@ -38,14 +44,15 @@ def add(a: Hist, b: Hist) -> Hist:
 
 
 def negate(h: Hist) -> Hist:
-    return Hist(h.edges, tuple(-c for c in h.cumulative), -h.sum, -h.count)
+    return Hist(h.edges, tuple(map(operator.neg, h.cumulative)), -h.sum, -h.count)
 
 
-@dataclass
+@dataclass(slots=True)
 class HistAccumulator:
     last_raw: Hist | None = None
     offset: Hist | None = None
     resets: int = 0
+    seen: float = 0.0  # when the series was last scraped
 
     def update(self, raw: Hist, *, born: bool = True) -> bool:
         """Feed one scraped value; returns True when a reset was detected."""
@@ -67,11 +74,12 @@ class HistAccumulator:
         return add(self.last_raw, self.offset)
 
 
-@dataclass
+@dataclass(slots=True)
 class ScalarAccumulator:
     last_raw: float | None = None
     offset: float = 0.0
     resets: int = 0
+    seen: float = 0.0
 
     def update(self, raw: float, *, born: bool = True) -> bool:
         if self.last_raw is None and not born:
@@ -89,10 +97,32 @@ class ScalarAccumulator:
 
 @dataclass
 class SeriesBook:
-    """Accumulators keyed by (target, family, labels)."""
+    """Accumulators keyed by (target, family, labels), and per family what retired series added up to."""
 
     hists: dict[tuple, HistAccumulator] = field(default_factory=dict)
     scalars: dict[tuple, ScalarAccumulator] = field(default_factory=dict)
+    retired_hists: dict[str, Hist] = field(default_factory=dict)
+    retired_scalars: dict[str, float] = field(default_factory=dict)
+
+    def expire(self, before: float) -> list[tuple]:
+        """Retire every series last scraped before `before` (see the module doc); returns their keys."""
+        gone = []
+        for key, acc in list(self.hists.items()):
+            if acc.seen < before:
+                del self.hists[key]
+                adjusted = acc.adjusted()
+                if adjusted is not None:
+                    old = self.retired_hists.get(key[1])
+                    self.retired_hists[key[1]] = adjusted if old is None else merge([old, adjusted])
+                gone.append(key)
+        for key, sacc in list(self.scalars.items()):
+            if sacc.seen < before:
+                del self.scalars[key]
+                value = sacc.adjusted()
+                if value is not None:
+                    self.retired_scalars[key[1]] = self.retired_scalars.get(key[1], 0.0) + value
+                gone.append(key)
+        return gone
 
     def hist(self, key: tuple) -> HistAccumulator:
         acc = self.hists.get(key)

@@ -20,16 +20,20 @@ from monitor.conventions import (
     GATEWAY_FAILED,
     GATEWAY_REQUESTS,
     GAUGES,
+    SERIES_EXPIRY_SECONDS,
     SIDECAR_WINDOWS,
     SLI_FAMILIES,
     SLI_ROLES,
+    TPOT_LEADING_WINDOW,
+    parse_duration,
 )
 from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.parse.gateway import availability_samples, detect_gateway
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, merge
-from monitor.slo.load import aggregate
+from monitor.slo.leading import leading_tpot
+from monitor.slo.load import aggregate, per_dp_rank
 from monitor.slo.state import (
     DeploymentState,
     availability_good_total,
@@ -40,6 +44,8 @@ from monitor.slo.state import (
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
 RATE_WINDOW = 300.0
+LEADING_WINDOW = float(parse_duration(TPOT_LEADING_WINDOW))
+EXPIRY_SWEEP_SECONDS = 60.0  # how often absent series are looked for (a pass over every accumulator)
 
 
 class DeploymentEngine:
@@ -51,19 +57,24 @@ class DeploymentEngine:
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
         # The availability SLI's series: (target, family, labels) counting requests, and failed requests.
         self._gateway_keys: dict[str, set[tuple]] = {GATEWAY_REQUESTS: set(), GATEWAY_FAILED: set()}
-        self._gauges: dict[str, tuple[str, dict[str, list[Sample]]]] = {}
+        # target id -> (role, metric -> value per DP rank): plain floats, not the scrape's samples, so the
+        # garbage collector has nothing to walk here (400 targets x 320 scheduler gauges otherwise).
+        self._gauges: dict[str, tuple[str, dict[str, list[float]]]] = {}
         self.resets: dict[str, int] = {}
-        self._observed: set[str] = set()  # targets with at least one scrape fed here
+        self._observed: dict[str, float] = {}  # target id -> its last scrape fed here
         self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
+        self._now = 0.0  # the latest snapshot's time: a scrape's when none is given
+        self._swept = 0.0
 
-    def observe(self, target: Target, expo: Exposition) -> int:
-        """Feed one successful scrape of an SGLang server; returns counter resets detected.
+    def observe(self, target: Target, expo: Exposition, ts: float | None = None) -> int:
+        """Feed one successful scrape (taken at `ts`) of an SGLang server; returns counter resets detected.
 
         Every histogram is assembled (and a bad one raises HistogramError) before any accumulator
         changes, so a rejected scrape leaves the windows exactly as they were. What is wrong but
         usable (a _count off the +Inf bucket, no _sum, a NaN counter) is kept in `warnings[target]`.
         """
         tid = target.id
+        now = self._now if ts is None else ts
         born = tid in self._observed  # a series new on a target already scraped was created since
         resets = 0
         warnings: list[str] = []
@@ -79,11 +90,12 @@ class DeploymentEngine:
                    *by_name.get(family + "_count", empty)]
             if own:
                 hists.extend((sli, series) for series in group_histograms(own, family))
-        self._observed.add(tid)  # from here on nothing refuses the scrape
+        self._observed[tid] = now  # from here on nothing refuses the scrape
         for sli, series in hists:
             warnings.extend(histogram_warnings(series))
             key = (tid, series.family, series.labels)
             acc = self.book.hist(key)
+            acc.seen = now
             if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
                 resets += 1
             self._hist_keys[sli].add(key)
@@ -96,14 +108,16 @@ class DeploymentEngine:
                     warnings.append(f"{family}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")
                     continue
                 key = (tid, family, s.labels)
-                if self.book.scalar(key).update(s.value, born=born):
+                sacc = self.book.scalar(key)
+                sacc.seen = now
+                if sacc.update(s.value, born=born):
                     resets += 1
                 self._counter_keys[cname].add(key)
-        gauges: dict[str, list[Sample]] = {}
+        gauges: dict[str, list[float]] = {}
         for metric, family in GAUGES.items():
             found = by_name.get(family)
             if found:
-                gauges[metric] = found
+                gauges[metric] = list(per_dp_rank(found).values())
         self._gauges[tid] = (target.role, gauges)
         self.warnings[tid] = warnings
         # A scrape with a reset also reports its new counts; count at most one reset per scrape.
@@ -111,7 +125,7 @@ class DeploymentEngine:
             self.resets[tid] = self.resets.get(tid, 0) + 1
         return 1 if resets else 0
 
-    def observe_gateway(self, target: Target, expo: Exposition) -> int:
+    def observe_gateway(self, target: Target, expo: Exposition, ts: float | None = None) -> int:
         """Feed one successful scrape of a gateway's listener (source router); returns counter resets.
 
         Its requests and failed requests feed the availability SLI when the deployment has one. Either way,
@@ -127,8 +141,9 @@ class DeploymentEngine:
         self.warnings[tid] = warnings
         if self.deployment.availability_objective is None:
             return 0
+        now = self._now if ts is None else ts
         born = tid in self._observed
-        self._observed.add(tid)
+        self._observed[tid] = now
         total, bad = availability_samples(expo.selected, self.deployment.gateway)
         resets = 0
         updated: set[tuple] = set()
@@ -140,7 +155,9 @@ class DeploymentEngine:
                 key = (tid, s.name, s.labels)
                 if key not in updated:  # a 5xx response (smg 1.13) is a request and a failure: one update
                     updated.add(key)
-                    if self.book.scalar(key).update(s.value, born=born):
+                    sacc = self.book.scalar(key)
+                    sacc.seen = now
+                    if sacc.update(s.value, born=born):
                         resets += 1
                 self._gateway_keys[kind].add(key)
         if resets:
@@ -161,7 +178,13 @@ class DeploymentEngine:
             n += 1
         if book is not None:
             self.book = book
-            self._observed |= {key[0] for key in (*book.hists, *book.scalars)}
+            # Series recorded without the time they were last seen count as seen at the last snapshot.
+            latest = self.store.latest()
+            floor = latest.ts if latest is not None else 0.0
+            for acc in (*book.hists.values(), *book.scalars.values()):
+                acc.seen = max(acc.seen, floor)
+            for key, acc in (*book.hists.items(), *book.scalars.items()):
+                self._observed[key[0]] = max(self._observed.get(key[0], 0.0), acc.seen)
             family_sli = {f: sli for sli, f in SLI_FAMILIES.items()}
             family_counter = {f: c for c, f in COUNTERS.items()}
             for key in book.hists:
@@ -197,19 +220,26 @@ class DeploymentEngine:
         hists: dict[str, Hist] = {}
         for sli, keys in self._hist_keys.items():
             adjusted = [h for h in (self.book.hists[k].adjusted() for k in keys) if h is not None]
+            retired = self.book.retired_hists.get(SLI_FAMILIES[sli])
+            if retired is not None:
+                adjusted.append(retired)
             if adjusted:
                 hists[sli] = merge(adjusted)
         counters: dict[str, float] = {}
         for cname, keys in self._counter_keys.items():
             vals = [v for v in (self.book.scalars[k].adjusted() for k in keys) if v is not None]
+            if COUNTERS[cname] in self.book.retired_scalars:
+                vals.append(self.book.retired_scalars[COUNTERS[cname]])
             if vals:
                 counters[cname] = sum(vals)
+        retired = self.book.retired_scalars
         requests = [v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[GATEWAY_REQUESTS])
-                    if v is not None]
+                    if v is not None] + ([retired[GATEWAY_REQUESTS]] if GATEWAY_REQUESTS in retired else [])
         if requests:  # failed requests count 0 until the gateway creates a failure's series
             counters[GATEWAY_REQUESTS] = sum(requests)
-            counters[GATEWAY_FAILED] = sum(v for v in (self.book.scalars[k].adjusted()
-                                                       for k in self._gateway_keys[GATEWAY_FAILED]) if v is not None)
+            counters[GATEWAY_FAILED] = retired.get(GATEWAY_FAILED, 0.0) + sum(
+                v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[GATEWAY_FAILED])
+                if v is not None)
         return hists, counters
 
     def snapshot(self, ts: float) -> float:
@@ -218,12 +248,53 @@ class DeploymentEngine:
         back; 0.0 normally): see `SnapshotStore.append`."""
         hists, counters = self._merged()
         snap = Snapshot(ts, hists, counters)
-        return self.store.append(snap, BudgetPoint(ts, self._good(snap)))
+        moved = self.store.append(snap, BudgetPoint(ts, self._good(snap)))
+        if not self._now:  # scrapes fed without a time before the first snapshot were taken now
+            for acc in (*self.book.hists.values(), *self.book.scalars.values()):
+                acc.seen = acc.seen or ts
+            for tid, last in self._observed.items():
+                self._observed[tid] = last or ts
+        if moved:  # the clock stepped back and the history with it: so do the times series were last seen
+            for acc in (*self.book.hists.values(), *self.book.scalars.values()):
+                acc.seen += moved
+            self._observed = {tid: last + moved for tid, last in self._observed.items()}
+            self._swept += moved
+        self._now = ts
+        if ts - self._swept >= EXPIRY_SWEEP_SECONDS:
+            self._swept = ts
+            self.expire(ts - SERIES_EXPIRY_SECONDS)
+        return moved
+
+    def expire(self, before: float) -> None:
+        """Retire the series not scraped since `before` (merged values unchanged, see SeriesBook.expire),
+        and forget the targets not scraped since: one that comes back is a first scrape again, whose
+        series start counting at 0 there."""
+        # A gateway series counts by its labels (one series can be a request and a failure), not by its
+        # family: it retires into the availability counters' own totals, not its family's.
+        gateway = {key for keys in self._gateway_keys.values() for key in keys
+                   if key in self.book.scalars and self.book.scalars[key].seen < before}
+        for kind, keys in self._gateway_keys.items():
+            for key in gateway & keys:
+                value = self.book.scalars[key].adjusted()
+                if value is not None:
+                    self.book.retired_scalars[kind] = self.book.retired_scalars.get(kind, 0.0) + value
+                keys.discard(key)
+        for key in gateway:
+            del self.book.scalars[key]
+        for key in self.book.expire(before):
+            for keys in (*self._hist_keys.values(), *self._counter_keys.values()):
+                keys.discard(key)
+        for tid in [t for t, last in self._observed.items() if last < before]:
+            del self._observed[tid]
+            self.warnings.pop(tid, None)
+            self._gauges.pop(tid, None)
 
     def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:
         slis = compute_sli_states(self.deployment, self.store, now, windows)
         load = aggregate(self._gauges)
-        return DeploymentState(self.deployment.name, now, slis, load, self._rates(now),
+        target = self.deployment.tpot_target_seconds
+        leading = None if target is None else leading_tpot(self.store, load, now, LEADING_WINDOW, target)
+        return DeploymentState(self.deployment.name, now, slis, load, self._rates(now), leading,
                                compute_availability(self.deployment, self.store, now, windows))
 
     def _rates(self, now: float) -> dict[str, float]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from monitor.conventions import RATIO_GAUGES
-from monitor.parse.exposition import Sample
+from monitor.parse.exposition import Labels, Sample
 
 
 def _rank(labels: dict[str, str], key: str) -> int:
@@ -22,15 +22,33 @@ def _rank(labels: dict[str, str], key: str) -> int:
         return 0
 
 
+# A gauge's label set -> (dp_rank, (pp_rank, tp_rank)), or None for a per-priority breakdown. Label sets
+# are the same tuple objects scrape after scrape (the parser's cache): each is read once. Bounded.
+_RANKS: dict[Labels, tuple[str, tuple[int, int]] | None] = {}
+_RANKS_MAX = 50_000
+
+
+def _ranks(labels: Labels) -> tuple[str, tuple[int, int]] | None:
+    try:
+        return _RANKS[labels]
+    except KeyError:
+        pass
+    d = dict(labels)
+    got = None if d.get("priority", "") != "" else (d.get("dp_rank", ""), (_rank(d, "pp_rank"), _rank(d, "tp_rank")))
+    if len(_RANKS) >= _RANKS_MAX:
+        _RANKS.clear()
+    _RANKS[labels] = got
+    return got
+
+
 def per_dp_rank(samples: Iterable[Sample]) -> dict[str, float]:
     """dp_rank -> value, one representative series per DP rank."""
     best: dict[str, tuple[tuple[int, int], float]] = {}
     for s in samples:
-        labels = dict(s.labels)
-        if labels.get("priority", "") != "":
+        ranks = _ranks(s.labels)
+        if ranks is None:
             continue
-        dp = labels.get("dp_rank", "")
-        order = (_rank(labels, "pp_rank"), _rank(labels, "tp_rank"))
+        dp, order = ranks
         cur = best.get(dp)
         if cur is None or order < cur[0]:
             best[dp] = (order, s.value)
@@ -44,12 +62,12 @@ def combine(metric: str, values: Iterable[float]) -> float | None:
     return max(vals) if metric in RATIO_GAUGES else sum(vals)
 
 
-def aggregate(per_target: Mapping[str, tuple[str, Mapping[str, list[Sample]]]]) -> dict[str, dict[str, float]]:
-    """per_target: target id -> (role, metric -> samples). Returns role -> metric -> value, plus "all"."""
+def aggregate(per_target: Mapping[str, tuple[str, Mapping[str, list[float]]]]) -> dict[str, dict[str, float]]:
+    """per_target: target id -> (role, metric -> its value per DP rank, `per_dp_rank`). Returns role ->
+    metric -> value, plus "all"."""
     by_role: dict[str, dict[str, list[float]]] = {}
     for role, metrics in per_target.values():
-        for metric, samples in metrics.items():
-            vals = list(per_dp_rank(samples).values())
+        for metric, vals in metrics.items():
             by_role.setdefault(role, {}).setdefault(metric, []).extend(vals)
             by_role.setdefault("all", {}).setdefault(metric, []).extend(vals)
     out: dict[str, dict[str, float]] = {}

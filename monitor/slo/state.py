@@ -29,6 +29,7 @@ from monitor.conventions import (
     SIDECAR_WINDOWS,
 )
 from monitor.slo.histogram import Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
+from monitor.slo.leading import LeadingTPOT
 from monitor.slo.windows import SnapshotStore
 
 
@@ -84,6 +85,7 @@ class DeploymentState(NamedTuple):
     slis: dict[str, SliState]
     load: dict[str, dict[str, float]]  # role -> metric -> value ("all" = deployment total)
     rates: dict[str, float]  # counter name -> per-second rate over 5m
+    leading_tpot: LeadingTPOT | None = None  # with a TPOT target: how fast running requests decode now
     availability: AvailabilityState | None = None
 
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from bench import detection, emulator, fleet, parse_cpu, table
+from bench import big, detection, emulator, fleet, leading, parse_cpu, table
 from bench.expositions import Exposition, fixture_text, replicate
 
 
@@ -28,17 +28,34 @@ def test_parse_benchmark_runs_in_process_and_renders():
 
 
 @pytest.mark.skipif(not shutil.which(parse_cpu.PROMETHEUS), reason="Prometheus not installed")
-def test_parse_benchmark_live_part_scrapes_with_prometheus_and_sidecar():
+def test_parse_benchmark_live_part_scrapes_with_prometheus_and_sidecar_and_compares_gzip():
     results = parse_cpu.run_inprocess([Exposition("fixture", fixture_text(), "test")], repeats=1)
-    parse_cpu.run_live(results, seconds=1.0, warmup=0.5)
-    assert {"prometheus_cpu", "sidecar_cpu", "prometheus_scrapes"} <= set(results[0].live)
-    assert "Prometheus CPU/scrape" in parse_cpu.render(results)
+    gz = parse_cpu.run_live(results, rounds=1, seconds=2.5, warmup=1.5, gzip_for="fixture")
+    assert {"prometheus_cpu", "sidecar_cpu", "ratio"} <= set(results[0].live)
+    assert gz["side"] and gz["side-gz"] and gz["server_gzip"][0] > 0
+    text = parse_cpu.render(results, gz)
+    assert "Prometheus CPU/scrape" in text and "gzip on loopback" in text
+    assert parse_cpu.goal_lines(results)[0][0].startswith("1. CPU per scrape")
 
 
 def test_fleet_benchmark_runs_tiny():
-    r = fleet.run(targets=4, deployments=2, interval=0.5, cycles=2, sim_hours=0.02)
-    assert r["failures"] == 0
-    assert "CPU share" in fleet.render(r)
+    res = fleet.run(sizes=(4,), interval=0.5, warm=1, cycles=2, sim_hours=0.02, dp_ranks=2)
+    assert res[0]["failures"] == 0 and res[0]["healthz"] and res[0]["cycle_seconds"]
+    assert "CPU share" in fleet.render(res) and len(fleet.goal_lines(res)) == 4
+
+
+def test_the_served_variants_differ_in_their_pids_only():
+    from bench.serve import _PID, variant
+
+    text = replicate(fixture_text(), 2).encode()
+    moved = variant(_PID.split(text), 100_000)
+    assert moved != text and _PID.sub(b"", moved) == _PID.sub(b"", text)
+
+
+def test_leading_benchmark_runs_one_short_trial():
+    res = leading.run(trials=1, warm=60.0, limit=60.0, healthy=30.0, rows=leading.ROWS[1:])
+    assert len(res["regression"]) == 1 and len(res["healthy"]) == 1
+    assert "lead s" in leading.render(res) and leading.goal_lines(res)
 
 
 def test_detection_benchmark_detects_a_tpot_regression():
@@ -58,3 +75,10 @@ def test_table_statistics():
     assert table.median([3, 1, 2]) == 2
     assert table.iqr([1, 2, 3, 4, 5]) == (2, 4)
     assert table.ratio(1, 0) == "–"
+
+
+def test_big_target_benchmark_runs_small():
+    res = big.run(interval=1.0, cycles=2, scale=0.02)
+    assert [r["kind"] for r in res] == list(big.CASES) and all(r["healthz"] for r in res)
+    assert res[0]["big_up"] and res[1]["big_up"]  # 2 % of each: under the series limit
+    assert "/healthz p50 / p99 / max ms" in big.render(res) and len(big.goal_lines(res)) == 2

@@ -23,13 +23,16 @@ def test_render_prints_a_with_block_only_when_its_label_is_set():
     assert render(text, 0, {"loop": "sidecar"}) == "its sidecar loop is stuck"
 
 
-def test_one_case_per_burn_scenario_plus_the_target_down_case():
+def test_one_case_per_burn_scenario_plus_the_target_down_case_and_the_leading_tpot_cases():
     plans = plan_slis(DEP, Options())
     doc = promtool_test(DEP, plans, Options())
     names_ = [t["name"] for t in doc["tests"]]
     assert names_ == ["d tpot: fast burn pages", "d tpot: medium burn pages via 6h/30m only",
                       "d tpot: slow burn tickets, does not page", "d tpot: healthy stays quiet",
-                      "d tpot: no traffic stays quiet", "d: server target down"]
+                      "d tpot: no traffic stays quiet", "d: server target down",
+                      "d tpot: running requests decode slower than the target: warns",
+                      "d tpot: decode throughput alone says slower than the target (no tokens streamed yet): warns",
+                      "d tpot: healthy stays quiet", "d tpot: idle stays quiet"]
     assert doc["rule_files"] == [f"../{names.rules_file('d')}"]
 
 
@@ -53,3 +56,13 @@ def test_a_burn_above_100_percent_errors_is_not_tested():
     strict = DEP.model_copy(update={"objective": 0.5})  # 20x the budget would be 1000 % errors
     doc = promtool_test(strict, plan_slis(strict, Options()), Options())
     assert "d tpot: fast burn pages" not in [t["name"] for t in doc["tests"]]
+
+
+def test_the_leading_tpot_warning_is_expected_only_where_the_running_requests_are_slow():
+    doc = promtool_test(DEP, plan_slis(DEP, Options()), Options())
+    cases = [t for t in doc["tests"] if any(a["alertname"] == names.ALERT_TPOT_LEADING for a in t["alert_rule_test"])]
+    fired = [bool(t["alert_rule_test"][0]["exp_alerts"]) for t in cases]
+    assert fired == [True, True, False, False]
+    warn = cases[0]["alert_rule_test"][0]["exp_alerts"][0]["exp_labels"]
+    assert warn["severity"] == "warning" and warn["sli"] == "tpot" and warn["source"] == "max"
+    assert [e["exp_samples"][0]["value"] for e in cases[0]["promql_expr_test"]] == [0.06, 0.02, 0.06]

@@ -1,5 +1,5 @@
-"""The generated rules and the sidecar compute the same SLI from the same scrapes of a PD deployment (and the
-same availability from the same scrapes of a gateway, for each gateway version).
+"""The generated rules and the sidecar compute the same SLI (and leading TPOT signal) from the same scrapes of
+a PD deployment (and the same availability from the same scrapes of a gateway, for each gateway version).
 
 The expositions are written by prometheus_client (as SGLang's own collectors write them): a prefill server
 that records E2E latencies of its part only (as SGLang 0.5.23 does) and a decode server that records every
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
 from monitor import conventions as names
 from monitor.config import parse_config
-from monitor.conventions import DEFAULT_BUCKETS, SLI_FAMILIES
+from monitor.conventions import DEFAULT_BUCKETS, GAUGES, SLI_FAMILIES
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.writer import write
@@ -124,6 +124,51 @@ def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rule
                                         for s, vals in sorted(history.items())],
                        "promql_expr_test": exp}]}
     path = tmp_path / "agreement.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    result = run_tool(PROMTOOL, "test", "rules", str(path))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_the_leading_tpot_signal_agrees_between_sidecar_and_generated_rules(tmp_path: Path):
+    """ITL mean over 1m and running / gen_throughput (per DP rank, never summed over TP ranks): the
+    sidecar's `slo_monitor_tpot_leading_seconds` and the rules' `slo_monitor:tpot_leading:seconds`."""
+    need(PROMTOOL)
+    config = parse_config({"deployments": [{"name": "pd", "tpot_target_seconds": 0.1,
+                                            "targets": [{"role": "server", "url": "http://10.0.0.2:30000/metrics"}]}]})
+    dep = config.deployments[0]
+    server = Server("unified", ("itl",))
+    ranks = ["model_name", "engine_type", "dp_rank", "tp_rank"]
+    running = Gauge(GAUGES["num_running_reqs"], "running", ranks, registry=server.registry)
+    generated = Gauge(GAUGES["gen_throughput"], "tokens/s", ranks, registry=server.registry)
+    rng = random.Random(11)
+    engine = DeploymentEngine(dep)
+    history: dict[str, list[float]] = {}
+    for step in range(STEPS + 1):
+        for _ in range(200):
+            server.hists["itl"].observe(rng.uniform(0.01, 0.3))
+        for dp in ("0", "1"):
+            n, tok = rng.randint(1, 30), rng.uniform(100.0, 900.0)
+            for tp in ("0", "1"):  # every TP rank of a DP group repeats its scheduler's values
+                running.labels("kimi", "unified", dp, tp).set(n)
+                generated.labels("kimi", "unified", dp, tp).set(tok)
+        text = server.text()
+        engine.observe(dep.targets[0], parse(text, engine_wanted(), count_families=False))
+        for series, value in _input_series(text, "server", "10.0.0.2:30000").items():
+            history.setdefault(series, []).append(value)
+        engine.snapshot(float(step * STEP))
+    lead = engine.state(float(STEPS * STEP)).leading_tpot
+    assert lead is not None and lead.itl_seconds and lead.throughput_seconds
+    files = generate(config, Options(config_name="agreement"))
+    write(files, tmp_path)
+    exp = [{"expr": f'abs({names.TPOT_LEADING}{{deployment="pd",source="{source}"}} / {value!r} - 1) < bool 1e-9',
+            "eval_time": f"{STEPS}m", "exp_samples": [{"labels": f'{{deployment="pd", source="{source}"}}', "value": 1}]}
+           for source, value in zip(names.TPOT_LEADING_SOURCES, (lead.itl_seconds, lead.throughput_seconds, lead.seconds))]
+    test = {"rule_files": [str(tmp_path / "alerts" / names.rules_file("pd"))], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m",
+                       "input_series": [{"series": s, "values": " ".join(repr(v) for v in vals)}
+                                        for s, vals in sorted(history.items())],
+                       "promql_expr_test": exp}]}
+    path = tmp_path / "leading.test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     result = run_tool(PROMTOOL, "test", "rules", str(path))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from monitor.config import parse_config
-from monitor.conventions import GATEWAY_FAILED, GATEWAY_REQUESTS
+from monitor.conventions import GATEWAY_FAILED, GATEWAY_REQUESTS, SERIES_EXPIRY_SECONDS
 from monitor.parse.exposition import parse
 from monitor.parse.gateway import ROUTER_WANTED
 from monitor.record.codec import book_from, book_to, snapshot_from, snapshot_to
@@ -159,3 +159,27 @@ def test_before_the_second_scrape_the_windows_have_no_data_not_a_perfect_ratio()
     feed(engine, [smg(10)])
     w = engine.state(0.0).availability.windows["5m"]  # type: ignore[union-attr]
     assert math.isnan(w.events) and w.good_ratio is None and math.isnan(w.burn_rate)
+
+
+def test_gateway_series_absent_longer_than_the_horizon_retire_into_the_availability_totals():
+    """A 500 series that stops appearing is retired after the longest window: as a request and as a failure
+    (one series, both counters), not into its family's total; no count moves, while those still scraped stay."""
+    engine = DeploymentEngine(_dep())
+    target = engine.deployment.targets[0]
+    t0 = 1_800_000_000.0
+    for i, text in enumerate([smg(100), smg(200, passed=10)]):
+        engine.observe_gateway(target, parse(text, ROUTER_WANTED), t0 + 60 * i)
+        engine.snapshot(t0 + 60 * i)
+    before = engine.store.latest().counters  # type: ignore[union-attr]
+    assert (before[GATEWAY_REQUESTS], before[GATEWAY_FAILED]) == (110.0, 10.0)
+    t, ok = t0 + 60, 200.0
+    while t < t0 + 60 + SERIES_EXPIRY_SECONDS + 3600:  # the 500 series is gone from here on
+        t, ok = t + 300, ok + 5
+        engine.observe_gateway(target, parse(smg(ok), ROUTER_WANTED), t)
+        engine.snapshot(t)
+    assert engine.book.retired_scalars == {GATEWAY_REQUESTS: 10.0, GATEWAY_FAILED: 10.0}
+    assert len(engine.book.scalars) == 1  # the 200s, scraped all along, kept
+    latest = engine.store.latest()
+    assert latest is not None and latest.counters[GATEWAY_FAILED] == 10.0
+    assert latest.counters[GATEWAY_REQUESTS] == 110.0 + (ok - 200.0)
+    assert engine.state(t).availability.windows["1h"].events == 60.0  # type: ignore[union-attr]

@@ -63,6 +63,22 @@ def latency_panels(sli: str) -> list[tuple[Any, int, int]]:
     return [(pct, 12, 8), (heat, 12, 8)]
 
 
+def leading_panel() -> list[tuple[Any, int, int]]:
+    """TPOT waits for requests to finish; this shows how fast the running ones decode now."""
+    target_style = [{"matcher": {"id": "byName", "options": "target"},
+                     "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
+                                    {"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}]}]
+    lead = timeseries(
+        "TPOT leading signal: seconds per token of the running requests",
+        "What TPOT will show once the running requests finish (docs/leading-tpot.md): the mean ITL over the last "
+        f"{names.TPOT_LEADING_WINDOW} (SGLang observes it per output chunk), running requests / generated tokens per "
+        f"second (scheduler gauges), and the larger of the two, which {names.ALERT_TPOT_LEADING} compares with the "
+        "TPOT target (red dashed); the page stays on the burn rate.",
+        [(f"{names.TPOT_LEADING}{{{D}}}", "{{source}}"), (f'{names.TARGET}{{{D},sli="tpot"}}', "target")],
+        unit="s", overrides=target_style)
+    return [(lead, 24, 8)]
+
+
 def slo_panels() -> list[tuple[Any, int, int]]:
     sel = f"{{{D}}}"
     good = timeseries("SLI: share of good events", "1 - error ratio over 5m and 1h per SLI, with the objective.",
@@ -163,7 +179,8 @@ def goodput_panels() -> list[tuple[Any, int, int]]:
 
 def build(config: Config) -> dict[str, Any]:
     rows = [("SLO", slo_panels())]
-    rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})", latency_panels(sli)) for sli in ("ttft", "tpot", "itl", "e2e")]
+    rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})", latency_panels(sli) + (leading_panel() if sli == "tpot" else []))
+             for sli in ("ttft", "tpot", "itl", "e2e")]
     rows += [("Goodput (request log)", goodput_panels())]
     rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels()),
              ("Gateway (smg 1.13, sglang-router 0.3.2)", gateway_panels())]

@@ -1,0 +1,62 @@
+"""The leading TPOT signal as recording rules, and its warning (docs/leading-tpot.md).
+
+  slo_monitor:tpot_leading:seconds{source="itl"}             mean ITL over 1m (token-weighted)
+  slo_monitor:tpot_leading:seconds{source="gen_throughput"}  running requests / generated tokens per second
+  slo_monitor:tpot_leading:seconds{source="max"}             the larger of the two
+  SLOTPOTLeadingWarning  max over the TPOT target for 1m: severity warning (a ticket), never a page
+
+The same numbers the sidecar exports as `slo_monitor_tpot_leading_seconds` (monitor/slo/leading.py),
+from the same series: ITL from the roles that answer requests, the scheduler gauges per DP rank and
+never summed over TP ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor import conventions as names
+from monitor.config import Deployment
+from monitor.conventions import GAUGES, REQUEST_ROLES, SLI_FAMILIES, SLI_ROLES
+from monitor.escaping import template_literal
+from monitor.generate.options import Options
+from monitor.generate.plan import engine_exclusions, engine_selector
+from monitor.generate.rules import alert, extra_labels, record
+from monitor.promql import format_number, mean_latency, per_rank_total, selector
+
+ITL, THROUGHPUT, MAX = names.TPOT_LEADING_SOURCES
+
+
+def leading_rules(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+    """Recordings then the warning, for a deployment with a TPOT target (none without one)."""
+    target = dep.tpot_target_seconds
+    if target is None:
+        return []
+    eq = {"deployment": dep.name}
+    window = opts.duration(names.TPOT_LEADING_WINDOW)
+    itl = mean_latency(SLI_FAMILIES["itl"], eq, engine_selector(dep, SLI_ROLES["itl"]), window,
+                       engine_exclusions(dep, SLI_ROLES["itl"]))
+    ranks = engine_selector(dep, REQUEST_ROLES)
+    running = per_rank_total(GAUGES["num_running_reqs"], eq, ranks)
+    generated = per_rank_total(GAUGES["gen_throughput"], eq, ranks)
+    per_token = f"sum by (deployment) ({running})\n/ (sum by (deployment) ({generated}) > 0)"
+    both = selector(names.TPOT_LEADING, eq, {"source": f"{ITL}|{THROUGHPUT}"})
+    lead = selector(names.TPOT_LEADING, {**eq, "source": MAX})
+    d, limit = template_literal(dep.name), format_number(target)
+    over = opts.duration(names.TPOT_LEADING_FOR)
+    return [
+        record(names.TPOT_LEADING, itl, {"source": ITL}),
+        record(names.TPOT_LEADING, per_token, {"source": THROUGHPUT}),
+        record(names.TPOT_LEADING, f"max by (deployment) ({both})", {"source": MAX}),
+        alert(names.ALERT_TPOT_LEADING, f"{lead} > {limit}", over,
+              {**extra_labels(dep), "deployment": dep.name, "sli": "tpot", "severity": "warning"},
+              {"summary": f"{d}: running requests decode at {{{{ $value | printf \"%.4f\" }}}}s per token, over the "
+                          f"TPOT target {limit}s",
+               "description": f"The requests deployment {d} is decoding now take {{{{ $value | printf \"%.4f\" }}}}s "
+                              f"per output token (the larger of the mean ITL over {window} and running requests / "
+                              f"generated tokens per second) for {over}. TPOT is observed when a request finishes: "
+                              "the SLO burn follows as they do. A warning, not a page: the page is the burn rate.",
+               "runbook": "Open the 'SGLang deployment' dashboard (TPOT row, leading signal): check running "
+                          "requests against --max-running-requests, KV-cache token usage, retractions, speculative "
+                          "accept length and accelerator throttling.",
+               "target_seconds": limit}),
+    ]

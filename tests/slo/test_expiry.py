@@ -1,0 +1,111 @@
+"""Series expiry: what stops appearing is retired after the longest window, memory stays flat under churn."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from monitor.conventions import SERIES_EXPIRY_SECONDS
+from monitor.parse.exposition import parse
+from monitor.parse.families import engine_wanted
+from monitor.record.codec import book_from, book_to
+from tests.slo.helpers import histogram_lines
+from tests.slo.test_engine import make
+
+W = engine_wanted()
+T0 = 1_800_000_000.0
+TPOT = "sglang:request_time_per_output_token_seconds"
+EDGES = [0.02, 0.04, 0.08]
+
+
+def churned(generation: int, n: int, requests: float, bad: int = 0) -> str:
+    """n request counters and n TPOT histograms whose label values change with each generation."""
+    lines = []
+    for i in range(n):
+        labels = f'engine_type="unified",model_name="m",lora="g{generation}-{i}"'
+        lines.append(f"sglang:num_requests_total{{{labels}}} {requests}")
+        lines += histogram_lines(TPOT, EDGES, [0.03] * int(requests) + [0.5] * bad, labels)
+    return "\n".join(lines) + "\n"
+
+
+def test_series_absent_longer_than_the_longest_window_are_retired_and_totals_do_not_move():
+    eng, (srv,) = make()
+    eng.observe(srv, parse(churned(0, 3, 10), W), T0)
+    eng.snapshot(T0)
+    eng.observe(srv, parse(churned(0, 3, 20), W), T0 + 60)
+    eng.snapshot(T0 + 60)
+    total_before = eng.store.latest().counters["requests_total"]
+    hist_before = eng.store.latest().hists["tpot"].total
+    # Generation 0 disappears; generation 1 appears and grows. Snapshots every 5 min for 7 h.
+    t, value = T0 + 60, 0.0
+    while t < T0 + 60 + SERIES_EXPIRY_SECONDS + 3600:
+        t += 300
+        value += 1
+        eng.observe(srv, parse(churned(1, 3, value), W), t)
+        eng.snapshot(t)
+        if t < T0 + 60 + SERIES_EXPIRY_SECONDS:
+            assert len(eng.book.scalars) == 6  # both generations held while gen 0 may still matter
+    assert len(eng.book.scalars) == 3 and len(eng.book.hists) == 3  # gen 0 retired
+    assert eng.book.retired_scalars["sglang:num_requests_total"] == total_before
+    assert eng.book.retired_hists[TPOT].total == hist_before
+    latest = eng.store.latest()
+    assert latest.counters["requests_total"] == total_before + 3 * value  # nothing lost, nothing doubled
+    assert latest.hists["tpot"].total == hist_before + 3 * value
+    # Every window keeps its rate: 3 requests per 300 s, before and after the retirement.
+    assert math.isclose(eng.state(t).rates["requests_total"], 3 / 300)
+    assert eng.state(t).slis["tpot"].windows["1h"].events == 3 * 12
+
+
+def test_memory_stays_flat_under_label_churn():
+    """Every 30 min the label values change: accumulators and the recorded book stop growing after 6 h."""
+    eng, (srv,) = make()
+    counts, sizes = {}, {}
+    t = T0
+    for step in range(24 * 12):  # 24 h, a scrape every 5 min
+        t = T0 + step * 300
+        generation = step // 6
+        eng.observe(srv, parse(churned(generation, 20, 1 + step % 6), W), t)
+        eng.snapshot(t)
+        if step % 12 == 0:
+            hour = step // 12
+            counts[hour] = len(eng.book.scalars) + len(eng.book.hists)
+            sizes[hour] = len(json.dumps(book_to(eng.book)))
+    live = 2 * 20  # one generation: 20 counters, 20 histograms
+    # Held: the live generation plus those absent for less than the 6 h horizon (and one sweep).
+    assert counts[23] <= live * (SERIES_EXPIRY_SECONDS / 1800 + 2)
+    assert counts[23] == counts[12] and counts[18] == counts[12]
+    assert sizes[23] <= sizes[12] * 1.01 and sizes[18] <= sizes[12] * 1.01
+    assert counts[23] < counts[1] * 14  # without expiry: 48 generations held by now
+
+
+def test_a_target_gone_longer_than_the_horizon_is_a_first_scrape_when_it_returns():
+    """Its series start at 0 again: the history it built while the sidecar was not looking is not
+    one window's events (as on any target's first scrape)."""
+    eng, (srv,) = make()
+    eng.observe(srv, parse(churned(0, 1, 100), W), T0)
+    eng.snapshot(T0)
+    t = T0
+    while t < T0 + SERIES_EXPIRY_SECONDS + 600:
+        t += 300
+        eng.target_down(srv)
+        eng.snapshot(t)
+    assert not eng.book.scalars
+    eng.observe(srv, parse(churned(0, 1, 5000), W), t + 300)  # back, having served 4900 meanwhile
+    eng.snapshot(t + 300)
+    eng.observe(srv, parse(churned(0, 1, 5010), W), t + 600)
+    eng.snapshot(t + 600)
+    assert math.isclose(eng.state(t + 600).rates["requests_total"], 10 / 300)  # not 4910 in one window
+
+
+def test_the_recorded_book_keeps_retired_totals_and_last_seen_and_reads_older_books():
+    eng, (srv,) = make()
+    eng.observe(srv, parse(churned(0, 2, 10), W), T0)
+    eng.observe(srv, parse(churned(0, 2, 15), W), T0 + 30)  # counted from the first scrape: 5 each
+    eng.book.expire(T0 + 31)
+    eng.observe(srv, parse(churned(1, 2, 3), W), T0 + 60)
+    back = book_from(json.loads(json.dumps(book_to(eng.book))))
+    assert back.retired_scalars == eng.book.retired_scalars == {"sglang:num_requests_total": 10.0}
+    assert back.retired_hists[TPOT] == eng.book.retired_hists[TPOT]
+    assert {k: a.seen for k, a in back.scalars.items()} == {k: a.seen for k, a in eng.book.scalars.items()}
+    old = {"hists": [], "scalars": [[["t", "sglang:num_requests_total", []], 5.0, 0.0, 0]]}  # before expiry
+    assert book_from(old).scalars[("t", "sglang:num_requests_total", ())].seen == 0.0
