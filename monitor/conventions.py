@@ -95,6 +95,19 @@ PREFILL_ENGINE_TYPE: Final = "prefill"
 # Gauges that are ratios or per-rank averages: combine with max, not sum.
 RATIO_GAUGES: Final = frozenset({"token_usage", "cache_hit_rate", "spec_accept_length"})
 KV_TRANSFER_LATENCY: Final = "sglang:kv_transfer_latency_ms"
+# Scheduler waits and stages (SGLang 0.5.23 observability/req_time_stats.py): queue_time_seconds is one
+# sample per request, waiting queue -> first forward, on every engine role; per_stage_req_latency_seconds
+# carries `stage`. The PD stages that make up a TTFT, in the order a request passes them, each with the role
+# that observes it: the bootstrap handshake (which waits for the decode side's KV preallocation), the
+# prefill queue (queue_time on the prefill server), prefill compute, the KV transfer, and the decode queue
+# (queue_time on the decode server, the same as its `decode_waiting` stage).
+QUEUE_TIME: Final = "sglang:queue_time_seconds"
+STAGE_LATENCY: Final = "sglang:per_stage_req_latency_seconds"
+STAGE_LABEL: Final = "stage"
+STAGE_PREFILL_FORWARD: Final = "prefill_forward"
+STAGE_PREFILL_BOOTSTRAP: Final = "prefill_bootstrap"
+STAGE_PREFILL_TRANSFER: Final = "prefill_transfer_kv_cache"
+STAGE_DECODE_WAITING: Final = "decode_waiting"
 
 # Labels that only identify a process, not a series: dropped at parse time.
 DROPPED_LABELS: Final = frozenset({"pid"})
