@@ -415,6 +415,21 @@ REGRESSION_FACTOR: Final = 1.5  # mean latency over the recipe's baseline
 ACCEL_MEMORY_RATIO: Final = 0.95
 ACCEL_TEMPERATURE_CELSIUS: Final = 85.0
 
+# Post-incident analysis (monitor/analyze/diagnose.py): how far a demand or capacity signal must move from its
+# baseline, in the direction that hurts, before the verdict counts it (ratio of levels; an absolute step for
+# temperatures and ratios), and how much history a baseline needs before anything is compared with it.
+ANALYSIS_RATE_CHANGE: Final = 1.25  # prompt/output length, per-request decode speed, ITL
+# Arrivals are inferred (finished + change in the system) and Poisson: a 30 s mean of 1.5 req/s swings 15 %.
+ANALYSIS_ARRIVALS_CHANGE: Final = 1.5
+ANALYSIS_PREFILL_CHANGE: Final = 1.5  # prefill time per request, PD stages, KV transfer time
+ANALYSIS_ACCEPT_CHANGE: Final = 1.2  # speculative accept length
+ANALYSIS_KV_SHARE_CHANGE: Final = 2.5  # KV cache per running request (the cache shrank: more than prefill stalls)
+ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate, absolute
+ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 15.0  # a utilisation rise warms a chip less than this
+ANALYSIS_SMOOTH_SECONDS: Final = 30.0  # centred moving mean before levels are compared
+ANALYSIS_MIN_BASELINE_POINTS: Final = 6
+ANALYSIS_MIN_BASELINE_SECONDS: Final = 60.0
+
 SIDECAR_JOB: Final = "slo-monitor"
 # Labels the generated alerts set themselves (or take from the series): a deployment's own `labels:`
 # may not use these names, nor Prometheus's reserved `__` prefix.
