@@ -425,6 +425,7 @@ ANALYSIS_PREFILL_CHANGE: Final = 1.5  # prefill time per request, PD stages, KV 
 ANALYSIS_ACCEPT_CHANGE: Final = 1.2  # speculative accept length
 ANALYSIS_KV_SHARE_CHANGE: Final = 2.5  # KV cache per running request (the cache shrank: more than prefill stalls)
 ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate, absolute
+ANALYSIS_CONSEQUENCE_CHANGE: Final = 1.5  # running, queue, KV usage, throughput: named as consequences from here
 ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 15.0  # a utilisation rise warms a chip less than this
 ANALYSIS_SMOOTH_SECONDS: Final = 30.0  # centred moving mean before levels are compared
 ANALYSIS_MIN_BASELINE_POINTS: Final = 6

@@ -123,7 +123,7 @@ def best_lag(x: Sequence[float | None], y: Sequence[float | None], max_lag: int 
     return best
 
 
-def _median(v: list[float]) -> float:
+def median(v: Sequence[float]) -> float:
     s = sorted(v)
     n = len(s)
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
@@ -132,8 +132,8 @@ def _median(v: list[float]) -> float:
 def spread(base: list[float]) -> float | None:
     """Baseline spread: 1.4826 MAD, else the standard deviation; None when the baseline never varied (a z
     against it would be a division by zero dressed up as a number)."""
-    med = _median(base)
-    mad = 1.4826 * _median([abs(v - med) for v in base])
+    med = median(base)
+    mad = 1.4826 * median([abs(v - med) for v in base])
     if mad <= 0 and len(base) > 1:
         m = sum(base) / len(base)
         mad = math.sqrt(sum((v - m) ** 2 for v in base) / (len(base) - 1))
@@ -148,7 +148,7 @@ def change(values: Values, times: Sequence[float], base_idx: Sequence[int], inc_
     inc = [values[i] for i in inc_idx if values[i] is not None]
     if len(base) < 2 or not inc:
         return None, None, None, None, None
-    med, sc = _median(base), spread(base)  # type: ignore[arg-type]
+    med, sc = median(base), spread(base)  # type: ignore[arg-type]
     bm, im = sum(base) / len(base), sum(inc) / len(inc)  # type: ignore[arg-type]
     z = (im - med) / sc if sc is not None and len(base) >= MIN_POINTS else None
     ratio = im / bm if bm else None

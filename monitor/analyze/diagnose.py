@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.model import Dataset, Values
 from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, Signal, derive
 from monitor.analyze.sli import SliTrack
@@ -30,6 +31,7 @@ from monitor.conventions import (
     ANALYSIS_ACCEPT_CHANGE,
     ANALYSIS_ARRIVALS_CHANGE,
     ANALYSIS_CACHE_HIT_DROP,
+    ANALYSIS_CONSEQUENCE_CHANGE,
     ANALYSIS_KV_SHARE_CHANGE,
     ANALYSIS_PREFILL_CHANGE,
     ANALYSIS_RATE_CHANGE,
@@ -63,9 +65,6 @@ TITLES: dict[str, str] = {
     UNEXPLAINED: "SLO breach without a demand or capacity change",
 }
 
-CHANGE_Z = 3.0  # baseline spreads a smoothed level must leave
-CHANGE_RUN = 3  # steps in a row
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -94,7 +93,7 @@ RULES: tuple[Rule, ...] = (
     Rule(DECODE_SLOWDOWN, (("decode_speed", ANALYSIS_RATE_CHANGE), ("itl_mean", ANALYSIS_RATE_CHANGE))),
 )
 # Consequences worth naming, and the threshold they must pass to be named.
-CONSEQUENCE_RATIO = ANALYSIS_RATE_CHANGE
+CONSEQUENCE_RATIO = ANALYSIS_CONSEQUENCE_CHANGE
 
 
 @dataclass(frozen=True)
@@ -107,6 +106,7 @@ class Shift:
     changed_at: float | None  # first step of three off the band (None: never left it)
     moved: bool  # off its band by at least its threshold, in the direction that hurts
     events: float = 0.0  # events in the incident (event signals: value x step summed)
+    seconds: float = 0.0  # how long a level event (targets down, chips unhealthy) lasted
 
     @property
     def ratio(self) -> float | None:
@@ -118,6 +118,10 @@ class Shift:
         """`per-request decode speed fell 2.0x (18.0 → 9.0 tokens/s)`."""
         s = self.signal
         if s.side == EVENT:
+            if s.unit in ("targets", "chips"):
+                return f"{s.label}: {self.incident or 0:.0f} for {self.seconds:.0f} s"
+            if s.unit == "count":  # counted over a lookback by Prometheus: when, not how many
+                return f"{s.label} seen"
             return f"{s.label}: {_count(self.events, s.unit)}"
         b, i = self.baseline, self.incident
         if b is None or i is None:
@@ -178,11 +182,7 @@ def _val(v: float, unit: str) -> str:
 
 
 def _count(n: float, unit: str) -> str:
-    if unit in ("count",):
-        return f"{n:.0f}"
-    if unit in ("targets", "chips"):
-        return f"up to {n:.0f} {unit}"
-    return f"{n:.0f} events" if n >= 1 else f"{n:.2g} events"
+    return f"{n:.0f} in the range" if n >= 1 else f"{n:.2g} in the range"
 
 
 def smooth(vals: Values, half: int) -> Values:
@@ -200,21 +200,6 @@ def smoothed(sig: Signal, half: int) -> Values:
         num, den = (smooth(p, half) for p in sig.parts)
         return tuple(None if a is None or b is None or b < sig.min_den else a / b for a, b in zip(num, den))
     return smooth(sig.values, half)
-
-
-def _median(v: Sequence[float]) -> float:
-    s = sorted(v)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-def _spread(base: Sequence[float]) -> float:
-    med = _median(base)
-    mad = 1.4826 * _median([abs(v - med) for v in base])
-    if mad <= 0 and len(base) > 1:
-        m = sum(base) / len(base)
-        mad = math.sqrt(sum((v - m) ** 2 for v in base) / (len(base) - 1))
-    return mad
 
 
 def _off(v: float, med: float, band: float, threshold: float, absolute: bool) -> int:
@@ -237,9 +222,9 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
     base = [v for v in (sm[i] for i in base_idx) if v is not None]
     if len(base) < 2:
         inc = [v for v in (sm[i] for i in focus) if v is not None]
-        return Shift(sig, None, _median(inc) if inc else None, None, False)
-    med = _median(base)
-    band = CHANGE_Z * _spread(base)
+        return Shift(sig, None, median(inc) if inc else None, None, False)
+    med = median(base)
+    band = CHANGE_Z * (spread(base) or 0.0)  # a flat baseline: any move past the threshold counts
     run, start, changed = 0, None, None
     for i in focus:
         v = sm[i]
@@ -254,7 +239,7 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
             run = 0
     if changed is None:
         inc = [v for v in (sm[i] for i in focus) if v is not None]
-        return Shift(sig, med, _median(inc) if inc else None, None, False)
+        return Shift(sig, med, median(inc) if inc else None, None, False)
     # The level while it stayed off (gaps of two steps bridged).
     held, gap = [], 0
     for i in range(changed, focus.stop):
@@ -266,7 +251,7 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
             gap += 1
             if gap > 2:
                 break
-    return Shift(sig, med, _median(held), times[changed], True)
+    return Shift(sig, med, median(held), times[changed], True)
 
 
 def event_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], focus: range, step: float) -> Shift:
@@ -282,7 +267,7 @@ def event_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
     if sig.unit in ("targets", "chips"):  # a level: how many at most, and for how long
         steps = sum(1 for _, v in inc if v > top + 1e-9)
         moved = first is not None and steps >= 2
-        return Shift(sig, rate, level, first if moved else None, moved, level)
+        return Shift(sig, rate, level, first if moved else None, moved, level, steps * step)
     expected = rate * len(inc) * (1.0 if per_step else step)
     moved = first is not None and total >= 1.0 - 1e-9 and total > 3 * expected
     mean = sum(v for _, v in inc) / len(inc) if inc else None
@@ -361,7 +346,13 @@ def _demand_clause(sh: dict[str, Shift], overload: bool) -> str:
         return "; ".join(f"{s.describe()}{_when(s.changed_at)}" for s in moved)
     parts = [s.percent() for s in demand if s.signal.key in ("arrivals", "prompt_len", "output_len")
              and s.ratio is not None]
-    return f"demand flat ({', '.join(parts)})" if parts else "demand not measured"
+    if not parts:
+        return "demand not measured"
+    arr = sh.get("arrivals")
+    if arr is not None and arr.moved:  # an inferred rise that no extra work served: requests held longer
+        return (f"demand flat but for the inferred arrivals ({', '.join(parts)}; the arrival estimate rose with "
+                "requests held longer, and no more work was served)")
+    return f"demand flat ({', '.join(parts)})"
 
 
 CONSEQUENCE_ORDER = ("running", "queued", "token_usage", "utilization", "power", "finished", "throughput",
@@ -395,8 +386,9 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         return Verdict(mech, conf, head, None, [], sh)
     mech, cause = cands[0]
     conseq = _consequences(sh, cause)
+    tie = (half + 1) * ds.step  # smoothing blurs timing by this much: closer is "together", not "before"
     early = [s for s in conseq if s.changed_at is not None and cause.changed_at is not None
-             and s.changed_at < cause.changed_at]
+             and s.changed_at < cause.changed_at - tie]
     strong = cause.signal.side == EVENT or _strength(cause) >= 2.0
     conf = "high" if strong and not early and baseline_ok else ("low" if early and not strong else "medium")
     demand = _demand_clause(sh, mech == OVERLOAD)

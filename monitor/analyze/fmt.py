@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from monitor.analyze.correlate import Candidate
 from monitor.analyze.report import Report, SliReport
 from monitor.analyze.timeparse import iso
+from monitor.conventions import REGRESSION_FACTOR
 
 TOP_RANKED = 10
 
@@ -107,15 +110,21 @@ def evidence(rep: Report) -> list[str]:
     stages of TTFT, the speculative accept length against TPOT, and every candidate mechanism."""
     v, out = rep.verdict, []
     b = rep.baseline
-    out.append(f"Baseline: {iso(b.start)} → {iso(b.end)} ({b.source}; {len(b.indices)} steps)"
-               + ("" if b.trusted else " — NOT trusted: " + "; ".join(b.notes[-1:])))
+    out.append(f"Baseline: {iso(b.start)} → {iso(b.end)} ({b.source}; {len(b.indices)} steps"
+               + (f"; {'; '.join(b.notes)}" if b.notes else "") + ")"
+               + ("" if b.trusted else " — NOT trusted: the verdict is uncertain"))
     for s in rep.ordered:
         c = s.comparison
         if not s.track.spec.latency or c.incident is None:
             continue
-        line = f"{s.sli.upper()} mean {ms(c.incident.mean)}: {c.ratio('mean') or 0:.1f}x its baseline ({ms(c.baseline.mean if c.baseline else None)})"
+        base = c.baseline.mean if c.baseline else None
+        line = (f"{s.sli.upper()} mean {ms(c.incident.mean)} over the range: "
+                + (f"{c.ratio('mean') or 0:.1f}x its baseline ({ms(base)})" if base else "no baseline events"))
         if c.recipe_mean:
             line += f", {c.recipe_ratio or 0:.1f}x the recipe's {ms(c.recipe_mean)}"
+            if base and base / c.recipe_mean >= REGRESSION_FACTOR:
+                line += (f" (its healthy baseline is already {base / c.recipe_mean:.1f}x the recipe: compare the "
+                         "deployment with its recipe too, not only with itself)")
         line += f"; target {ms(s.track.spec.target)}, p99 {ms(c.incident.p99)}"
         out.append(line)
     stages = [sh for k, sh in v.shifts.items() if k.startswith("pd.")]
@@ -124,14 +133,17 @@ def evidence(rep: Report) -> list[str]:
         grew = max(stages, key=lambda sh: (sh.incident or 0) - (sh.baseline or 0))
         out.append("PD TTFT by stage (baseline → incident): " + "; ".join(parts)
                    + f"; most added: {grew.signal.label}")
-    acc, tpot = v.shifts.get("accept_length"), rep.slis.get("tpot")
-    if acc is not None and acc.baseline and acc.incident and tpot is not None and tpot.comparison.ratio("mean"):
-        fell, rose = acc.baseline / acc.incident, tpot.comparison.ratio("mean") or 1.0
-        share = (fell - 1) / (rose - 1) if rose > 1.05 else None
+    acc, tpot = v.shifts.get("accept_length"), v.shifts.get("tpot_mean")
+    if acc is not None and acc.baseline and acc.incident and tpot is not None and tpot.ratio:
+        fell, rose = acc.baseline / acc.incident, tpot.ratio
+        # At an unchanged step time TPOT scales with 1/accept length: the drop alone would give `fell`.
+        share = math.log(fell) / math.log(rose) if rose > 1.05 and fell > 1.0 else None
         out.append(f"Speculative decoding: accept length {acc.baseline:.2f} → {acc.incident:.2f} tokens per step "
-                   f"({fell:.1f}x fewer); TPOT mean {rose:.1f}x. At an unchanged step time TPOT scales with 1/accept "
-                   "length" + (f": the drop explains {min(share, 1.0):.0%} of the TPOT rise" if share is not None
-                                and fell > 1.05 else ": the accept length does not explain a TPOT rise"))
+                   f"({fell:.1f}x fewer); TPOT mean {ms(tpot.baseline)} → {ms(tpot.incident)} ({rose:.1f}x). At an "
+                   "unchanged step time TPOT scales with 1/accept length"
+                   + (f": the drop explains {min(share, 1.0):.0%} of the TPOT rise (in log terms)"
+                      + ("" if share < 1.5 else "; TPOT rose less than the drop alone would make it")
+                      if share is not None and fell > 1.05 else ": the accept length does not explain a TPOT rise"))
     for mech, sh in v.candidates[1:]:
         out.append(f"Also moved: {sh.describe()}{' at ' + iso(sh.changed_at)[11:] if sh.changed_at else ''} "
                    f"({mech.replace('_', ' ')}; {'later' if v.cause and sh.changed_at and v.cause.changed_at and sh.changed_at > v.cause.changed_at else 'with it'}: read as part of the same incident, not its cause)")

@@ -32,6 +32,7 @@ DEMAND = "demand"
 CAPACITY = "capacity"
 CONSEQUENCE = "consequence"
 EVENT = "event"  # restarts, targets down, failures: counted, not levels
+SYMPTOM = "symptom"  # the SLIs themselves: what hurt, never a cause nor a consequence to list
 MIN_RUNNING = 0.5  # below this a per-running-request ratio is noise
 MIN_ARRIVALS = 1e-3  # req/s below which Little's law gives no duration
 # A column of values, or a ratio's (numerator, denominator) columns.
@@ -236,6 +237,8 @@ def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:
         Signal("gateway_failed", "gateway failed requests (availability SLI)", EVENT, "ratio", d.gateway_failed_share()),
         Signal("restarts", "restarts (counter resets)", EVENT, "count", d.get("restarts")),
         Signal("targets_down", "targets down", EVENT, "targets", d.get("targets_down")),
+        Signal("tpot_mean", "TPOT (mean)", SYMPTOM, "s", d.sli_mean("tpot")),
+        Signal("ttft_mean", "TTFT (mean)", SYMPTOM, "s", d.sli_mean("ttft")),
         Signal("running", "running requests", CONSEQUENCE, "requests", d.load("num_running_reqs")),
         Signal("queued", "queued requests", CONSEQUENCE, "requests", d.load("num_queue_reqs", d.answering + (
             ["prefill"] if d.pd else []))),
