@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.model import Dataset, Values
@@ -122,7 +122,7 @@ class Shift:
                 return f"{s.label}: {self.incident or 0:.0f} for {self.seconds:.0f} s"
             if s.unit == "count":  # counted over a lookback by Prometheus: when, not how many
                 return f"{s.label} seen"
-            return f"{s.label}: {_count(self.events, s.unit)}"
+            return f"{s.label}: {_count(self.events)}"
         b, i = self.baseline, self.incident
         if b is None or i is None:
             return f"{s.label}: no baseline"
@@ -149,14 +149,10 @@ class Verdict:
     cause: Shift | None
     candidates: list[tuple[str, Shift]]  # every mechanism whose evidence moved, the cause first
     shifts: dict[str, Shift]
-    evidence: list[str] = field(default_factory=list)
 
     @property
     def title(self) -> str:
         return TITLES[self.mechanism]
-
-    def by_side(self, side: str) -> list[Shift]:
-        return [s for s in self.shifts.values() if s.signal.side == side]
 
     def to_dict(self) -> dict[str, object]:
         def sh(s: Shift) -> dict[str, object]:
@@ -168,7 +164,7 @@ class Verdict:
                 "headline": self.headline, "cause": sh(self.cause) if self.cause else None,
                 "candidates": [{"mechanism": m, "signal": s.signal.key, "changed_at": s.changed_at}
                                for m, s in self.candidates],
-                "evidence": self.evidence, "signals": {k: sh(s) for k, s in self.shifts.items()}}
+                "signals": {k: sh(s) for k, s in self.shifts.items()}}
 
 
 def _val(v: float, unit: str) -> str:
@@ -181,7 +177,7 @@ def _val(v: float, unit: str) -> str:
     return (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2g}" if abs(v) < 1 else f"{v:.1f}") + f" {unit}"
 
 
-def _count(n: float, unit: str) -> str:
+def _count(n: float) -> str:
     return f"{n:.0f} in the range" if n >= 1 else f"{n:.2g} in the range"
 
 
@@ -251,7 +247,13 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
             gap += 1
             if gap > 2:
                 break
-    return Shift(sig, med, median(held), times[changed], True)
+    level = median(held)
+    # When: where the smoothed series crosses halfway from the baseline to the new level (for a step change
+    # a centred mean crosses it at the step itself; the band is crossed earlier for a large change).
+    mid = (med + level) / 2
+    at = next((i for i in range(max(focus.start, changed - half), min(focus.stop, changed + 2 * half + 1))
+               if sm[i] is not None and (sm[i] - mid) * sig.worse > 0), changed)  # type: ignore[operator]
+    return Shift(sig, med, level, times[at], True)
 
 
 def event_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], focus: range, step: float) -> Shift:

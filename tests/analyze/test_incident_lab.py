@@ -5,8 +5,6 @@ table in docs/analysis.md must be the one measured here."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from monitor.analyze import fmt
@@ -14,13 +12,13 @@ from monitor.analyze.markdown import render
 from monitor.analyze.signals import CONSEQUENCE
 from tools.incident_lab import confusion
 from tools.incident_lab.lockstep import run_lab
-from tools.incident_lab.prometheus import PROMETHEUS, PROMTOOL, serving
+from tools.incident_lab.prometheus import available, serving
 from tools.incident_lab.scenarios import EPOCH, INCIDENT_AT, SCENARIOS, by_name
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if not (shutil.which(PROMETHEUS) and shutil.which(PROMTOOL)):
+    if not available():
         pytest.skip("prometheus/promtool are not installed")
     work = tmp_path_factory.mktemp("incident-lab")
     run = run_lab(work)

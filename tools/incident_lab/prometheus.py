@@ -9,12 +9,12 @@ import contextlib
 import shutil
 import socket
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
+
+from tests.procs import running  # start, wait until it answers, always stop
 
 PROMETHEUS = "prometheus"
 PROMTOOL = "promtool"
@@ -32,14 +32,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def backfill(openmetrics: Path, tsdb: Path) -> None:
@@ -62,21 +54,5 @@ def serving(openmetrics: Path, workdir: Path, interval: float, timeout: float = 
     argv = [PROMETHEUS, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={tsdb}",
             "--storage.tsdb.retention.time=100y", f"--query.lookback-delta={round(interval * 1500)}ms",
             f"--web.listen-address=127.0.0.1:{port}"]
-    log = workdir / "prometheus.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
-        try:
-            deadline = time.monotonic() + timeout
-            while not _answers(f"{url}/-/ready"):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise LabPrometheusError(f"prometheus did not come up: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
-            yield url
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+    with running(argv, workdir / "prometheus.log", ready_url=f"{url}/-/ready", timeout=timeout):
+        yield url

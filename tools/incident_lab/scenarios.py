@@ -14,7 +14,7 @@ from monitor.analyze import diagnose as m
 from monitor.config import Config, parse_config
 
 EPOCH = 1_700_000_000.0  # the sidecar's (and Prometheus's) clock at emulated time 0
-INTERVAL = 5.0  # scrape = recording = capture interval (emulated seconds)
+INTERVAL = 10.0  # scrape = recording = capture interval (emulated seconds)
 WINDOW = 60.0  # SLI short window the analysis runs with
 INCIDENT_AT = 240.0
 DURATION = 120.0
