@@ -1,5 +1,4 @@
-"""The baseline is checked before anything is compared with it, and the verdict reasons from demand and capacity:
-synthetic datasets with one defect or one mechanism each."""
+"""The baseline is checked before anything is compared with it: synthetic datasets with one defect each."""
 
 from __future__ import annotations
 
@@ -10,9 +9,7 @@ import pytest
 
 from monitor.analyze.baseline import choose_baseline
 from monitor.analyze.correlate import change
-from monitor.analyze.diagnose import DECODE_SLOWDOWN, HEALTHY, OVERLOAD
 from monitor.analyze.model import Dataset, Series, grid
-from monitor.analyze.report import analyze
 from monitor.commands.analyze import build_report
 
 STEP = 10.0
@@ -76,40 +73,6 @@ def test_no_z_against_a_baseline_that_never_varied():
     flat = tuple([0.0] * 20 + [5.0] * 10)
     z, ratio, _, incident, changed_at = change(flat, tuple(range(30)), range(0, 20), range(20, 30))
     assert z is None and incident == 5.0 and changed_at == 20
-
-
-def _engine(slow_at: int | None, busy_at: int | None) -> Dataset:
-    """A mixed server: arrivals 2/s, 10 s per request (20 running, 40 tokens/s each); a slowdown halves the
-    speed (Little's law: 40 running), an overload doubles arrivals (40 running, more finished and tokens)."""
-    fin, run, thr = [], [], []
-    rnd = random.Random(7)
-    for i in range(N):
-        arrivals = 4.0 if busy_at is not None and i >= busy_at else 2.0
-        speed = 20.0 if slow_at is not None and i >= slow_at else 40.0
-        running = arrivals * (400 / speed)  # 400 tokens per request
-        jitter = 1 + 0.03 * rnd.uniform(-1, 1)
-        fin.append(arrivals * jitter)
-        run.append(running * jitter)
-        thr.append(running * speed * jitter)
-    q = [0.0] * N
-    return _dataset(fin, load__server__num_running_reqs=run, load__server__gen_throughput=thr,
-                    load__server__num_queue_reqs=q)
-
-
-@pytest.mark.parametrize(("slow_at", "busy_at", "want", "cause"), [
-    (None, None, HEALTHY, None),
-    (80, None, DECODE_SLOWDOWN, "decode_speed"),
-    (None, 80, OVERLOAD, "arrivals"),
-])
-def test_the_verdict_tells_a_slower_engine_from_more_demand(slow_at, busy_at, want, cause):
-    rep = analyze(_engine(slow_at, busy_at), 600, 1190, 60)
-    v = rep.verdict
-    assert v.mechanism == want, v.headline
-    assert (v.cause.signal.key if v.cause else None) == cause
-    if want != HEALTHY:
-        assert v.cause.changed_at == pytest.approx(800, abs=30)
-        cause_text, after = v.headline.split(" -> ", 1)
-        assert "running requests" in after and "rose as a consequence" in after and "running" not in cause_text
 
 
 def test_cli_rejects_a_baseline_that_is_not_a_range(tmp_path):

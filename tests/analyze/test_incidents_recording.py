@@ -97,8 +97,13 @@ def test_npu_overheat_is_named_and_the_breach_window_found(overheat_run):
 
 
 def test_html_is_self_contained_and_every_image_is_a_real_png(overheat_run, tmp_path):
-    paths = write_report(_report(overheat_run), tmp_path / "r")
+    rep = _report(overheat_run)
+    paths = write_report(rep, tmp_path / "r")
     html = paths["html"].read_text()
+    # It opens with the verdict and its evidence, then the plots.
+    verdict, evidence = html.index('<p class="verdict'), html.index("<h2>Evidence</h2>")
+    assert html.index("<h1>") < verdict < evidence < html.index("<img")
+    assert "Accelerator overheating (" in html[verdict:evidence]
     assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched from anywhere
     srcs = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', html)
     assert len(srcs) == html.count("<img") >= 3
