@@ -85,6 +85,8 @@ def by_name(name: str) -> Scenario:
 
 def lab_config(scenarios: tuple[Scenario, ...] = SCENARIOS) -> Config:
     return parse_config({
-        "sidecar": {"scrape_interval_seconds": INTERVAL, "scrape_timeout_seconds": 2},
+        # A scrape may take as long as an interval: the clock waits for it (lockstep), and a busy machine must
+        # not turn a slow render into a target that looks down.
+        "sidecar": {"scrape_interval_seconds": INTERVAL, "scrape_timeout_seconds": INTERVAL},
         "deployments": [{"name": s.name, **s.template} for s in scenarios],
     })
