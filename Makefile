@@ -14,7 +14,7 @@ SMG_VERSION := 1.13.0
 SMG_VENV := $(GATEWAYS)/smg-$(SMG_VERSION)
 SMG_STAMP := $(SMG_VENV)/.installed
 
-.PHONY: venv gateways demo test lint generate bench clean
+.PHONY: venv gateways demo test lint generate bench confusion clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,11 @@ generate: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --write-results
+
+# The analyzer's confusion table in docs/analysis.md: every incident kind injected in lockstep, analysed from a
+# backfilled Prometheus and from the recording (tests/analyze/test_incident_lab.py fails when it drifts).
+confusion: $(STAMP)
+	$(BIN)/python -m tools.incident_lab
 
 clean:
 	rm -rf $(VENV) .pytest_cache

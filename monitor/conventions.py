@@ -95,6 +95,19 @@ PREFILL_ENGINE_TYPE: Final = "prefill"
 # Gauges that are ratios or per-rank averages: combine with max, not sum.
 RATIO_GAUGES: Final = frozenset({"token_usage", "cache_hit_rate", "spec_accept_length"})
 KV_TRANSFER_LATENCY: Final = "sglang:kv_transfer_latency_ms"
+# Scheduler waits and stages (SGLang 0.5.23 observability/req_time_stats.py): queue_time_seconds is one
+# sample per request, waiting queue -> first forward, on every engine role; per_stage_req_latency_seconds
+# carries `stage`. The PD stages that make up a TTFT, in the order a request passes them, each with the role
+# that observes it: the bootstrap handshake (which waits for the decode side's KV preallocation), the
+# prefill queue (queue_time on the prefill server), prefill compute, the KV transfer, and the decode queue
+# (queue_time on the decode server, the same as its `decode_waiting` stage).
+QUEUE_TIME: Final = "sglang:queue_time_seconds"
+STAGE_LATENCY: Final = "sglang:per_stage_req_latency_seconds"
+STAGE_LABEL: Final = "stage"
+STAGE_PREFILL_FORWARD: Final = "prefill_forward"
+STAGE_PREFILL_BOOTSTRAP: Final = "prefill_bootstrap"
+STAGE_PREFILL_TRANSFER: Final = "prefill_transfer_kv_cache"
+STAGE_DECODE_WAITING: Final = "decode_waiting"
 
 # Labels that only identify a process, not a series: dropped at parse time.
 DROPPED_LABELS: Final = frozenset({"pid"})
@@ -420,6 +433,22 @@ REGRESSION_FACTOR: Final = 1.5  # mean latency over the recipe's baseline
 # capture OOM next). 85 °C is NVIDIA's template default; Huawei publishes no number: a site knob.
 ACCEL_MEMORY_RATIO: Final = 0.95
 ACCEL_TEMPERATURE_CELSIUS: Final = 85.0
+
+# Post-incident analysis (monitor/analyze/diagnose.py): how far a demand or capacity signal must move from its
+# baseline, in the direction that hurts, before the verdict counts it (ratio of levels; an absolute step for
+# temperatures and ratios), and how much history a baseline needs before anything is compared with it.
+ANALYSIS_RATE_CHANGE: Final = 1.25  # prompt/output length, per-request decode speed, ITL
+# Arrivals are inferred (finished + change in the system) and Poisson: a 30 s mean of 1.5 req/s swings 15 %.
+ANALYSIS_ARRIVALS_CHANGE: Final = 1.5
+ANALYSIS_PREFILL_CHANGE: Final = 1.5  # prefill time per request, PD stages, KV transfer time
+ANALYSIS_ACCEPT_CHANGE: Final = 1.2  # speculative accept length
+ANALYSIS_KV_SHARE_CHANGE: Final = 2.5  # KV cache per running request (the cache shrank: more than prefill stalls)
+ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate, absolute
+ANALYSIS_CONSEQUENCE_CHANGE: Final = 1.5  # running, queue, KV usage, throughput: named as consequences from here
+ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 15.0  # a utilisation rise warms a chip less than this
+ANALYSIS_SMOOTH_SECONDS: Final = 30.0  # centred moving mean before levels are compared
+ANALYSIS_MIN_BASELINE_POINTS: Final = 6
+ANALYSIS_MIN_BASELINE_SECONDS: Final = 60.0
 
 SIDECAR_JOB: Final = "slo-monitor"
 # Labels the generated alerts set themselves (or take from the series): a deployment's own `labels:`

@@ -21,6 +21,8 @@ RATE_LABELS: dict[str, tuple[str, str, str]] = {  # counter -> (label, group, un
     "aborted_requests_total": ("aborted requests rate", "errors", "req/s"),
     "bootstrap_failed_total": ("PD bootstrap failures rate", "pd", "req/s"),
     "transfer_failed_total": ("PD KV transfer failures rate", "pd", "req/s"),
+    "cached_tokens_total": ("cached prompt tokens rate", "traffic", "tokens/s"),
+    "retracted_total": ("retracted requests rate", "kv", "req/s"),
 }
 ACCEL_LABELS: dict[str, tuple[str, str, str]] = {  # key -> (label, group, unit)
     "temperature_max": ("accelerator temperature (hottest chip)", "accelerator", "°C"),
@@ -36,6 +38,19 @@ OTHER_LABELS: dict[str, tuple[str, str, str]] = {
     "router_errors": ("router request errors rate", "router", "1/s"),
     "router_worker_errors": ("router worker errors rate", "router", "1/s"),
 }
+
+
+# Prometheus only (the recording keeps the SLI histograms, not these): mean seconds per request of a
+# scheduler stage or of the wait in the queue, per role, over the lookback.
+STAGE_UNIT = "s"
+
+
+def stage_label(role: str, stage: str) -> str:
+    return f"{stage.replace('_', ' ')} stage, mean ({role})"
+
+
+def queue_time_label(role: str) -> str:
+    return f"queue time, mean ({role})"
 
 
 def role_suffix(role: str, roles: set[str]) -> str:

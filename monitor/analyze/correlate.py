@@ -8,16 +8,18 @@ baseline plus the incident:
   - lag: the shift k (in steps, |k| <= MAX_LAG_STEPS) that maximises |Spearman(x[t-k], y[t])|;
     k > 0 means x moved first;
   - change: z = (mean over the incident - median over the baseline) / baseline spread (1.4826 MAD,
-    else the standard deviation, floored at 1 % of the baseline level), and the ratio of the means.
+    else the standard deviation; no z at all against a baseline that never varied), and the ratio of
+    the means.
     "The incident" here is the breach (from one short window before its onset to its end) when there
     is one, else the whole analysed range;
   - changed_at: the first step from the start of the incident where x sat more than 3 baseline
     spreads off its baseline median for three steps running.
 
-score = |Spearman at the best lag| * |z| / (|z| + 3) * timing, timing = 1 when x changed at or
+score = |Spearman at the best lag| * |z| / (|z| + 3) (1 or 0 without a z: changed or not) * timing, timing = 1 when x changed at or
 before the breach onset (or, when it never left its baseline band, when it leads: k >= 0), else
 0.5: a series that moved after the SLI did is more likely a consequence than the cause. The top
-series that moved first is reported as the likely cause.
+series that moved first is reported as the first mover: a correlate, not a verdict (monitor.analyze.diagnose
+names the mechanism).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Candidate:
     r_at_lag: float
     baseline_mean: float | None
     incident_mean: float | None
-    z: float
+    z: float | None  # None: no baseline spread to measure it in
     ratio: float | None
     changed_at: float | None
     lead_seconds: float | None  # onset - changed_at (> 0: moved before the breach)
@@ -121,45 +123,49 @@ def best_lag(x: Sequence[float | None], y: Sequence[float | None], max_lag: int 
     return best
 
 
-def _median(v: list[float]) -> float:
+def median(v: Sequence[float]) -> float:
     s = sorted(v)
     n = len(s)
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
-def spread(base: list[float]) -> float:
-    """Baseline spread: 1.4826 MAD, else the standard deviation, floored at 1 % of the level."""
-    med = _median(base)
-    mad = 1.4826 * _median([abs(v - med) for v in base])
+def spread(base: list[float]) -> float | None:
+    """Baseline spread: 1.4826 MAD, else the standard deviation; None when the baseline never varied (a z
+    against it would be a division by zero dressed up as a number)."""
+    med = median(base)
+    mad = 1.4826 * median([abs(v - med) for v in base])
     if mad <= 0 and len(base) > 1:
         m = sum(base) / len(base)
         mad = math.sqrt(sum((v - m) ** 2 for v in base) / (len(base) - 1))
-    return max(mad, 0.01 * abs(med), 1e-9)
+    return mad if mad > 1e-12 else None
 
 
-def change(values: Values, times: Sequence[float], base_idx: range, inc_idx: range
-           ) -> tuple[float, float | None, float | None, float | None, float | None]:
-    """(z, ratio, baseline mean, incident mean, changed_at) of one series."""
+def change(values: Values, times: Sequence[float], base_idx: Sequence[int], inc_idx: range
+           ) -> tuple[float | None, float | None, float | None, float | None, float | None]:
+    """(z, ratio, baseline mean, incident mean, changed_at) of one series. z is None against a baseline
+    with fewer than MIN_POINTS values or none that differ: there is no spread to measure a change in."""
     base = [values[i] for i in base_idx if values[i] is not None]
     inc = [values[i] for i in inc_idx if values[i] is not None]
     if len(base) < 2 or not inc:
-        return 0.0, None, None, None, None
-    med, sc = _median(base), spread(base)  # type: ignore[arg-type]
+        return None, None, None, None, None
+    med, sc = median(base), spread(base)  # type: ignore[arg-type]
     bm, im = sum(base) / len(base), sum(inc) / len(inc)  # type: ignore[arg-type]
-    z = (im - med) / sc
+    z = (im - med) / sc if sc is not None and len(base) >= MIN_POINTS else None
     ratio = im / bm if bm else None
+    # Off the band: 3 spreads, or for a flat baseline any move of more than 1 % of its level.
+    band = CHANGE_Z * sc if sc is not None else max(0.01 * abs(med), 1e-9)
     changed_at = None
     run = 0
     for i in inc_idx:
         v = values[i]
-        run = run + 1 if v is not None and abs(v - med) > CHANGE_Z * sc else 0
+        run = run + 1 if v is not None and abs(v - med) > band else 0
         if run == CHANGE_RUN:
             changed_at = times[i - CHANGE_RUN + 1]
             break
     return z, ratio, bm, im, changed_at
 
 
-def rank(series: Sequence[Series], y: Values, times: Sequence[float], base_idx: range, inc_idx: range,
+def rank(series: Sequence[Series], y: Values, times: Sequence[float], base_idx: Sequence[int], inc_idx: range,
          corr_idx: range, onset: float | None, step: float, max_lag: int = MAX_LAG_STEPS) -> list[Candidate]:
     """Candidates sorted by score (highest first); flat or too-short series are left out.
 
@@ -176,7 +182,9 @@ def rank(series: Sequence[Series], y: Values, times: Sequence[float], base_idx: 
         z, ratio, bm, im, changed_at = change(s.values, times, base_idx, inc_idx)
         lead = onset - changed_at if onset is not None and changed_at is not None else None
         timing = (1.0 if lead >= 0 else 0.5) if lead is not None else (1.0 if k >= 0 else 0.5)
-        score = abs(rk) * abs(z) / (abs(z) + Z0) * timing
+        # Without a baseline spread the size of the change is whether it changed at all.
+        size = abs(z) / (abs(z) + Z0) if z is not None else (1.0 if changed_at is not None else 0.0)
+        score = abs(rk) * size * timing
         out.append(Candidate(s.key, s.label, s.group, s.unit, pearson(xw, yw), r0, k, k * step, rk, bm, im, z,
                              ratio, changed_at, lead, timing, score))
     out.sort(key=lambda c: (-c.score, c.key))

@@ -19,7 +19,11 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 def render(rep: Report, plots: dict[str, bytes] | None = None, plot_dir: str = "plots") -> str:
     plots = plots or {}
     out = [f"# SLO incident analysis: {rep.deployment}\n",
-           f"- range: {iso(rep.t1)} → {iso(rep.t2)} ({rep.t2 - rep.t1:.0f} s); baseline from {iso(rep.baseline_start)}",
+           f"**Verdict: {rep.verdict.headline}**\n",
+           "## Evidence\n"] + [f"- {line}" for line in fmt.evidence(rep)] + [
+           "",
+           f"- range: {iso(rep.t1)} → {iso(rep.t2)} ({rep.t2 - rep.t1:.0f} s); baseline {iso(rep.baseline.start)} → "
+           f"{iso(rep.baseline.end)}",
            f"- source: {rep.dataset.source}; step {rep.step:g} s; SLI short window {rep.window:g} s",
            ""]
     primary = rep.primary
@@ -42,7 +46,7 @@ def render(rep: Report, plots: dict[str, bytes] | None = None, plot_dir: str = "
                     _table(fmt.RANK_HEAD, fmt.rank_rows(rep, s))]
             if f"{s.sli}-movers.png" in plots:
                 out.append(f"![{s.sli} top co-moving series]({plot_dir}/{s.sli}-movers.png)\n")
-    out += ["## Method\n", fmt.SCORE_TEXT + "\n"]
+    out += ["## Method\n", fmt.VERDICT_TEXT + "\n", fmt.SCORE_TEXT + "\n"]
     if rep.notes:
         out += ["## Notes\n"] + [f"- {n}" for n in rep.notes] + [""]
     return "\n".join(out)

@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from monitor.conventions import GOODPUT_SLI
+from monitor.conventions import AVAILABILITY_SLI, GOODPUT_SLI
 from monitor.slo.accumulate import ScalarAccumulator
 from monitor.slo.histogram import Hist
 
@@ -67,6 +67,26 @@ def goodput_hists(good: Sequence[Values], finished: Sequence[Values]) -> tuple[H
     if not any(x is not None for x in t):
         return None
     return tuple(None if a is None or b is None else count_hist(a, b) for a, b in zip(g, t))
+
+
+def availability_spec(objective: float) -> SliSpec:
+    return SliSpec(AVAILABILITY_SLI, GOODPUT_EDGE, objective, latency=False)
+
+
+def availability_hists(total: Sequence[Values], bad: Sequence[Sequence[Values]]
+                       ) -> tuple[Hist | None, ...] | None:
+    """Per-instance request counters and, per failure series, per-instance failure counters (each made monotone,
+    summed; a failure series not created yet counts 0) -> the availability SLI's histograms (good = requests -
+    failures, never below 0); None without any request count."""
+    t = summed_counter(total)
+    if not any(x is not None for x in t):
+        return None
+    b = [summed_counter(cols) for cols in bad if cols]
+    out: list[Hist | None] = []
+    for i, tot in enumerate(t):
+        failed = sum(col[i] or 0.0 for col in b)
+        out.append(None if tot is None else count_hist(max(tot - failed, 0.0), tot))
+    return tuple(out)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from monitor.analyze import html, markdown, plots
+from monitor.analyze import fmt, html, markdown, plots
 from monitor.analyze.report import Report
 
 
@@ -31,5 +31,7 @@ def write_report(rep: Report, out_dir: str | Path) -> dict[str, Path]:
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json"}
     paths["markdown"].write_text(markdown.render(rep, pngs), encoding="utf-8")
     paths["html"].write_text(html.render(rep, pngs), encoding="utf-8")
-    paths["json"].write_text(json.dumps(_clean(rep.to_dict()), indent=2) + "\n", encoding="utf-8")
+    data = rep.to_dict()
+    data["verdict"]["evidence"] = fmt.evidence(rep)
+    paths["json"].write_text(json.dumps(_clean(data), indent=2) + "\n", encoding="utf-8")
     return paths

@@ -23,7 +23,7 @@ class Stats:
 class Comparison:
     sli: str
     incident: Stats | None
-    baseline: Stats | None  # the same length right before the incident (clipped to the data)
+    baseline: Stats | None  # the chosen baseline (monitor.analyze.baseline)
     recipe_mean: float | None  # deployment.baseline (what the recipe measured), when given
 
     def ratio(self, field: str) -> float | None:
@@ -53,7 +53,9 @@ def stats_between(ds: Dataset, sli: str, start: float, end: float) -> Stats | No
     return Stats(max(start, first), end, d.total, quantile(0.5, d), quantile(0.9, d), quantile(0.99, d), mean(d))
 
 
-def compare(ds: Dataset, sli: str, t1: float, t2: float) -> Comparison:
-    span = t2 - t1
-    return Comparison(sli, stats_between(ds, sli, t1, t2), stats_between(ds, sli, t1 - span, t1),
-                      ds.recipe_means.get(sli))
+def compare(ds: Dataset, sli: str, t1: float, t2: float, b1: float | None = None, b2: float | None = None
+            ) -> Comparison:
+    """The incident (t1, t2] against the baseline (b1, b2] (default: as long, right before t1)."""
+    b1 = t1 - (t2 - t1) if b1 is None else b1
+    b2 = t1 if b2 is None else b2
+    return Comparison(sli, stats_between(ds, sli, t1, t2), stats_between(ds, sli, b1, b2), ds.recipe_means.get(sli))

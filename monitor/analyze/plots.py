@@ -29,7 +29,7 @@ def _xs(times: tuple[float, ...]) -> list[datetime]:
 
 
 def _decorate(ax, rep: Report, s: SliReport) -> None:
-    ax.axvspan(_dt(rep.baseline_start), _dt(rep.t1), color="#999999", alpha=0.10, lw=0)
+    ax.axvspan(_dt(rep.baseline.start), _dt(rep.baseline.end), color="#999999", alpha=0.10, lw=0)
     for e in s.episodes:
         ax.axvspan(_dt(e.start), _dt(e.end if e.end is not None else rep.t2), color=BREACH, alpha=0.15, lw=0)
     for t in (rep.t1, rep.t2):

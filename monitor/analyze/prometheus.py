@@ -20,11 +20,22 @@ import aiohttp
 import yaml
 
 from monitor import conventions as names
-from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
+from monitor.analyze.catalog import (
+    ACCEL_LABELS,
+    LOAD_LABELS,
+    OTHER_LABELS,
+    RATE_LABELS,
+    STAGE_UNIT,
+    queue_time_label,
+    role_suffix,
+    stage_label,
+)
 from monitor.analyze.model import (
     Dataset,
     Series,
     SliSpec,
+    availability_hists,
+    availability_spec,
     choose_step,
     goodput_hists,
     goodput_spec,
@@ -32,6 +43,8 @@ from monitor.analyze.model import (
 )
 from monitor.config import Deployment
 from monitor.conventions import (
+    AVAILABILITY_SERIES,
+    AVAILABILITY_SLI,
     COUNTER_ROLES,
     COUNTERS,
     ENGINE_ROLES,
@@ -52,15 +65,18 @@ from monitor.conventions import (
     M_OBJECTIVE,
     M_SLI_TARGET,
     PREFILL_ENGINE_TYPE,
+    QUEUE_TIME,
     RATIO_GAUGES,
     SLI_FAMILIES,
     SLI_ROLES,
+    STAGE_LABEL,
+    STAGE_LATENCY,
     canonical_name,
     parse_prometheus_duration,
     prom_name_regex,
 )
 from monitor.escaping import matchers
-from monitor.promql import selector
+from monitor.promql import matched_selector, selector
 from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
 
@@ -143,7 +159,7 @@ def _le(text: str) -> float:
 class _Plan:
     """The queries of one analysis, their names and where each result goes."""
 
-    def __init__(self, deployment: str, lookback: str) -> None:
+    def __init__(self, deployment: str, lookback: str, dep: Deployment | None = None) -> None:
         d = deployment
         self.queries: dict[str, str] = {}
         for sli, fam in SLI_FAMILIES.items():
@@ -180,6 +196,22 @@ class _Plan:
         self.queries["restarts"] = (f"sum(increase({M_COUNTER_RESETS}{sel}[{lookback}])) or "
                                     f"sum(resets({_selector(prom_name_regex(COUNTERS['requests_total']), d)}[{lookback}]))")
         self.queries["targets_down"] = f"count(up{sel} == 0) or count(up{sel}) * 0"
+        for name, family, by in (("stages", STAGE_LATENCY, f"role, {STAGE_LABEL}"), ("queue_time", QUEUE_TIME, "role")):
+            # Mean seconds per request over the lookback: what each scheduler stage (and the wait before the
+            # first forward) costs, per role (PD attribution of TTFT; prefill compute of a mixed server).
+            total, count = (_selector(prom_name_regex(family, suffix), d) for suffix in ("_sum", "_count"))
+            self.queries[name] = (f"sum by ({by}) (rate({total}[{lookback}])) / "
+                                  f"sum by ({by}) (rate({count}[{lookback}]))")
+        if dep is not None and dep.availability_objective is not None:
+            # The availability SLI's counters, as the sidecar and the generated rules read them for this
+            # gateway version; raw per instance (made monotone here, as the goodput counters are).
+            spec = AVAILABILITY_SERIES[dep.gateway]
+            router = {"deployment": d}
+            self.queries["availability.total"] = (
+                f"sum by (instance) ({matched_selector(spec.total.family, router, spec.total.matchers)})")
+            for i, bad in enumerate(spec.bad):
+                self.queries[f"availability.bad.{i}"] = (
+                    f"sum by (instance) ({matched_selector(bad.family, router, bad.matchers)})")
         kv = prom_name_regex(KV_TRANSFER_LATENCY)
         self.queries["kv_transfer_latency"] = (f"sum(rate({_selector(kv + '_sum', d)}[{lookback}])) / "
                                                f"sum(rate({_selector(kv + '_count', d)}[{lookback}]))")
@@ -237,7 +269,7 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
         start = math.floor(start / step) * step  # Prometheus evaluates at start + k*step
         times = grid(start, end, step)
         lookback = f"{max(int(math.ceil(max(step, 4 * (interval or step)))), 1)}s"
-        plan = _Plan(deployment, lookback)
+        plan = _Plan(deployment, lookback, deployment_config)
         results: dict[str, Any] = {}
         done = 0
 
@@ -288,6 +320,11 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
                             [values(p) for _, p in results.get("goodput.total") or []])
     if goodput is not None:
         hists[GOODPUT_SLI] = goodput
+    if "availability.total" in results:
+        bad_cols = [[values(p) for _, p in results[k]] for k in sorted(results) if k.startswith("availability.bad.")]
+        available = availability_hists([values(p) for _, p in results["availability.total"]], bad_cols)
+        if available is not None:
+            hists[AVAILABILITY_SLI] = available
     hists = {k: v for k, v in hists.items() if any(h is not None for h in v)}
     series: dict[str, Series] = {}
     gauges: dict[tuple[str, str], tuple[float | None, ...]] = {}
@@ -308,6 +345,14 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
             label, group, unit = LOAD_LABELS[metric]
             series[f"load.{role}.{metric}"] = Series(f"load.{role}.{metric}", label + role_suffix(role, roles),
                                                      group, unit, vals)
+    for labels, points in results.get("stages") or []:
+        role, stage = labels.get("role", "all"), labels.get(STAGE_LABEL, "")
+        series[f"stage.{role}.{stage}"] = Series(f"stage.{role}.{stage}", stage_label(role, stage), "stages",
+                                                 STAGE_UNIT, values(points))
+    for labels, points in results.get("queue_time") or []:
+        role = labels.get("role", "all")
+        series[f"queue_time.{role}"] = Series(f"queue_time.{role}", queue_time_label(role), "queue", STAGE_UNIT,
+                                              values(points))
     for name, (label, group, unit) in {**{f"rate.{k}": v for k, v in RATE_LABELS.items()},
                                        **{f"accel.{k}": v for k, v in ACCEL_LABELS.items()},
                                        **OTHER_LABELS}.items():
@@ -321,6 +366,8 @@ def build_dataset(url: str, deployment: str, times: tuple[float, ...], step: flo
         specs = {s: SliSpec(s, dep.target_seconds(s) or 0.0, dep.objective) for s in dep.slis}
         if dep.goodput_objective is not None:
             specs[GOODPUT_SLI] = goodput_spec(dep.goodput_objective)
+        if dep.availability_objective is not None:
+            specs[AVAILABILITY_SLI] = availability_spec(dep.availability_objective)
         period = float(dep.period_seconds)
         if dep.baseline is not None:
             recipe = {k: v for k, v in (("tpot", dep.baseline.tpot_mean_seconds),

@@ -12,14 +12,16 @@ from monitor.analyze.model import (
     Dataset,
     Series,
     SliSpec,
+    availability_spec,
     choose_step,
+    count_hist,
     goodput_hists,
     goodput_spec,
     grid,
     sample,
 )
 from monitor.config import Deployment
-from monitor.conventions import ENGINE_ROLES, GOODPUT_SLI
+from monitor.conventions import AVAILABILITY_SLI, ENGINE_ROLES, GATEWAY_FAILED, GATEWAY_REQUESTS, GOODPUT_SLI
 from monitor.record.store import Recording, RecordingError
 from monitor.slo.histogram import Hist
 
@@ -91,6 +93,11 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
     hists: dict[str, tuple[Hist | None, ...]] = {}
     for sli in sorted({k for s in snaps for k in s.hists}):
         hists[sli] = sample([(s.ts, s.hists[sli]) for s in snaps if sli in s.hists], times, max_age)  # type: ignore[misc]
+    # The availability SLI's two counters (merged, reset-adjusted by the sidecar) as a two-bucket histogram.
+    gateway = [(s.ts, count_hist(max(s.counters[GATEWAY_REQUESTS] - s.counters.get(GATEWAY_FAILED, 0.0), 0.0),
+                                 s.counters[GATEWAY_REQUESTS])) for s in snaps if GATEWAY_REQUESTS in s.counters]
+    if gateway:
+        hists[AVAILABILITY_SLI] = sample(gateway, times, max_age)  # type: ignore[arg-type]
 
     series: dict[str, Series] = {}
 
@@ -131,6 +138,8 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
     if deployment_config is not None:
         for sli in deployment_config.slis:
             slis[sli] = SliSpec(sli, deployment_config.target_seconds(sli) or 0.0, deployment_config.objective)
+        if deployment_config.availability_objective is not None and AVAILABILITY_SLI in hists:
+            slis[AVAILABILITY_SLI] = availability_spec(deployment_config.availability_objective)
         period = float(deployment_config.period_seconds)
         b = deployment_config.baseline
         if b is not None:

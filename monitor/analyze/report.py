@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from monitor.analyze.baseline import Baseline, choose_baseline
 from monitor.analyze.correlate import Candidate, rank
+from monitor.analyze.diagnose import Verdict, verdict
 from monitor.analyze.model import Dataset
 from monitor.analyze.percentiles import Comparison, compare
 from monitor.analyze.sli import SliTrack, track
@@ -32,7 +34,8 @@ class SliReport:
         return max(self.episodes, key=lambda e: e.budget_spent) if self.episodes else None
 
     @property
-    def likely_cause(self) -> Candidate | None:
+    def first_mover(self) -> Candidate | None:
+        """The top co-moving series that moved before the breach: a correlate, not the verdict."""
         return next((c for c in self.ranking if c.moved_first), None)
 
 
@@ -47,6 +50,8 @@ class Report:
     step: float
     slis: dict[str, SliReport]
     dataset: Dataset
+    baseline: Baseline
+    verdict: Verdict
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -85,12 +90,13 @@ class Report:
                              for e in s.episodes],
                 "percentiles": {"incident": stats(s.comparison.incident), "baseline": stats(s.comparison.baseline),
                                 "recipe_mean": s.comparison.recipe_mean},
-                "likely_cause": s.likely_cause.key if s.likely_cause else None,
+                "first_mover": s.first_mover.key if s.first_mover else None,
                 "ranking": [cand(c) for c in s.ranking],
             }
         primary = self.primary
         return {"deployment": self.deployment, "source": self.source, "from": self.t1, "to": self.t2,
                 "from_iso": iso(self.t1), "to_iso": iso(self.t2), "baseline_from": self.baseline_start,
+                "baseline": self.baseline.to_dict(), "verdict": self.verdict.to_dict(),
                 "window_seconds": self.window, "step_seconds": self.step,
                 "primary_sli": primary.sli if primary else None, "slis": slis, "notes": self.notes}
 
@@ -102,35 +108,44 @@ def _idx(times: tuple[float, ...], lo: float, hi: float) -> range:
     return range(a, max(a, b))
 
 
-def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | None = None) -> Report:
+def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | None = None,
+            baseline: tuple[float, float] | None = None) -> Report:
+    """`baseline`: (start, end) to compare with instead of the span before --from (`--baseline T1..T2`)."""
     if t2 <= t1:
         raise ValueError("--to must be after --from")
-    span = t2 - t1
-    first = ds.times[0] if ds.times else t1
-    base_start = max(t1 - span, first)
     notes = list(ds.notes)
-    if base_start > t1 - span + ds.step:
-        notes.append(f"baseline clipped to the data: {t1 - base_start:.0f} s before --from instead of {span:.0f} s")
-    base_idx, inc_idx = _idx(ds.times, base_start, t1), _idx(ds.times, t1, t2)
-    corr_idx = range(base_idx.start, inc_idx.stop)
-    out: dict[str, SliReport] = {}
+    tracks: dict[str, SliTrack] = {}
+    eps: dict[str, list[Episode]] = {}
     for name, spec in ds.slis.items():
         if slis and name not in slis:
             continue
         if not any(h is not None for h in ds.hists.get(name, ())):
             notes.append(f"{name}: no histogram data in the range")
             continue
-        tr = track(ds, spec, window)
-        eps = episodes(tr, t1, t2, ds.period_seconds)
+        tracks[name] = track(ds, spec, window)
+        eps[name] = episodes(tracks[name], t1, t2, ds.period_seconds)
+    onsets = [e.onset for es in eps.values() for e in es]
+    base = choose_baseline(ds, t1, t2, window, min(onsets) if onsets else None, baseline)
+    notes += base.notes
+    base_idx, inc_idx = base.indices, _idx(ds.times, t1, t2)
+    corr_idx = range(min(base_idx, default=inc_idx.start), inc_idx.stop)
+    out: dict[str, SliReport] = {}
+    for name, tr in tracks.items():
+        spec = tr.spec
         y, what = tr.bad_step, "bad ratio"
         if spec.latency and len({round(v, 9) for v in y[corr_idx.start:corr_idx.stop] if v is not None}) < 2:
             y, what = tr.mean_step, "mean latency"
-        main = max(eps, key=lambda e: e.budget_spent) if eps else None
+        main = max(eps[name], key=lambda e: e.budget_spent) if eps[name] else None
         onset = main.onset if main else None
         focus = inc_idx
         if main:
             focus = _idx(ds.times, main.onset - tr.window, main.end if main.end is not None else t2)
         ranking = rank(list(ds.series.values()), y, ds.times, base_idx, focus, corr_idx, onset, ds.step)
-        out[name] = SliReport(tr, eps, budget_spent(tr, t1, t2, ds.period_seconds), compare(ds, name, t1, t2),
-                              ranking, what)
-    return Report(ds.deployment, ds.source, t1, t2, base_start, window, ds.step, out, ds, notes)
+        out[name] = SliReport(tr, eps[name], budget_spent(tr, t1, t2, ds.period_seconds),
+                              compare(ds, name, t1, t2, base.start, base.end), ranking, what)
+    breached = [n for n, s in out.items() if s.episodes]
+    # The verdict reads the whole range: a cause can precede a breach by more than a window (a server down
+    # before the stragglers it left breach), and a failure can hurt no latency SLI at all.
+    v = verdict(ds, tracks, base_idx, range(_idx(ds.times, base.end, t2).start, inc_idx.stop), breached,
+                base.trusted, window)
+    return Report(ds.deployment, ds.source, t1, t2, base.start, window, ds.step, out, ds, base, v, notes)

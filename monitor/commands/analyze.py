@@ -39,6 +39,17 @@ def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.ti
     step = _seconds(args.step) if args.step else None
     span = t2 - t1
     start = t1 - span - window
+    baseline = None
+    if getattr(args, "baseline", None):
+        b1, sep, b2 = args.baseline.partition("..")
+        if not sep or not b1 or not b2:
+            raise ValueError(f"--baseline {args.baseline!r}: expected T1..T2 (e.g. 2026-01-05T10:00:00Z..now-3h)")
+        baseline = (parse_time(b1, t_now), parse_time(b2, t_now))
+        if baseline[1] <= baseline[0]:
+            raise ValueError(f"--baseline {args.baseline!r}: its end must be after its start")
+        if baseline[1] > t1:
+            raise ValueError(f"--baseline {args.baseline!r}: it must end at or before --from")
+        start = min(start, baseline[0] - window)
     if args.prometheus:
         from monitor.analyze.prometheus import PrometheusError, load_prometheus
 
@@ -60,7 +71,7 @@ def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.ti
         except RecordingError as err:
             raise ValueError(str(err)) from None
     progress(f"analysing {len(ds.times)} steps of {ds.step:g} s, {len(ds.series)} series ...")
-    return analyze(ds, t1, t2, window, args.sli or None)
+    return analyze(ds, t1, t2, window, args.sli or None, baseline)
 
 
 def _handler(args: argparse.Namespace) -> int:
@@ -68,6 +79,7 @@ def _handler(args: argparse.Namespace) -> int:
 
     rep = build_report(args)
     paths = write_report(rep, args.output)
+    print(rep.verdict.headline)  # what on-call reads first
     primary = rep.primary
     if primary is not None:
         from monitor.analyze.fmt import summary
@@ -92,6 +104,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--recording", metavar="FILE", help="the sidecar's SQLite recording")
     p.add_argument("-c", "--config", help="config with the deployment's targets, objective and recipe baseline")
     p.add_argument("-o", "--output", default="slo-report", help="report directory (default: slo-report)")
+    p.add_argument("--baseline", metavar="T1..T2",
+                   help="healthy period to compare with (default: as long as the range, right before --from; "
+                        "parts without data or traffic are left out and said)")
     p.add_argument("--window", default="5m", help="SLI short window for the breach timeline (default 5m)")
     p.add_argument("--step", help="analysis step (default: span/300 rounded, at least the scrape interval)")
     p.add_argument("--sli", action="append", choices=[*SLIS, GOODPUT_SLI], help="analyse only this SLI (repeatable)")

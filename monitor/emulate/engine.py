@@ -22,6 +22,16 @@ observed as SGLang's TokenizerManager does: TTFT at the first token, ITL per con
 (finish - first token) / (completion_tokens - 1), E2E and the counters at the finish, aborts counted.
 Gauges are read off the same state: running = requests in decode, token usage = the KV they hold,
 gen_throughput = tokens produced over the last few seconds.
+
+Scheduler stages are observed where SGLang 0.5.23 observes them (observability/req_time_stats.py,
+`per_stage_req_latency_seconds` stages with metrics_is_observed): unified and PD prefill `prefill_forward`;
+PD prefill `prefill_bootstrap` (bootstrap queue -> waiting queue: the handshake, which waits for the decode
+side's KV preallocation) and `prefill_transfer_kv_cache`; PD decode `decode_bootstrap` (prealloc queue ->
+transfer queue), `decode_transferred` (transfer queue -> waiting queue) and `decode_waiting` (waiting ->
+first forward, also its `queue_time_seconds`). `prefill_waiting` is not a metric there (queue_time is).
+A full KV cache (`hbm_full`) leaves fewer slots; a unified rank retracts the decoding requests beyond them
+(newest first, as `retract_decode` keeps the oldest): they go back to the front of the waiting queue,
+re-prefill their prompt and output so far when admitted, and resume decoding without a new TTFT.
 """
 
 from __future__ import annotations
@@ -94,6 +104,9 @@ class Req:
     itl_k: int = 0
     produced: int = 0  # completion tokens when it ends
     accept: float = 0.0
+    kv_seconds: float = 0.0  # PD: how long its KV cache takes to move, and how many MB
+    kv_mb: float = 0.0
+    retracted: bool = False  # pushed back to the waiting queue by KV pressure; resumes where it was
     alive: bool = True
     finished: bool = False  # the answering side has its final output
     prefill_done: bool = False  # PD: the prefill side has its final output
@@ -117,6 +130,8 @@ class Req:
             return self.produced
         if not self.t_first or t < self.t_first - EPS:
             return 0
+        if self.retracted:
+            return min(1 + int(self.mark_done + EPS), self.produced - 1)
         if self.rate <= 0.0:
             return 1 if self.produced > 1 else 0
         n = 1 + int(self.mark_done + (t - self.mark_t) / self.rate + EPS)
@@ -154,6 +169,7 @@ class RankSim:
         self.inflight: dict[Req, None] = {}
         self.prealloc: deque[Req] = deque()
         self.transfer: dict[Req, None] = {}
+        self.retracted: dict[Req, None] = {}  # retracted requests waiting to resume
         self.store = MetricStore()
         self.cache = PrefixCache(max_tokens)
         self.last_hit = 0.0
@@ -308,8 +324,32 @@ class EmulatedDeployment:
         for srv in self.servers:
             for rank in srv.ranks:
                 self._touch(rank)
+                if srv.spec.role == "server":
+                    self._retract_excess(srv, rank)
                 self._admit_any(srv, rank)
         self._kick_arrivals()
+
+    def _retract_excess(self, srv: ServerSim, rank: RankSim) -> None:
+        """KV room for fewer requests than are running: retract the newest decoding ones (SGLang's
+        retract_decode), counted as SGLang counts them."""
+        cap = self._capacity(srv, rank)
+        victims = list(rank.decoding)[::-1][:max(len(rank.running) - cap, 0)]
+        for req in victims:
+            self._close_segment(req, self.now)
+            del rank.decoding[req]
+            del rank.running[req]
+            req.rate = 0.0
+            req.retracted = True
+            rank.retracted[req] = None
+            rank.waiting.appendleft(req)
+            done = int(req.mark_done) + 1
+            for labels in rank.labels:
+                lab = {**srv.base_labels(), **labels}
+                rank.store.inc("sglang:num_retracted_requests", lab)
+                rank.store.inc("sglang:num_retracted_input_tokens", lab, req.shape.prompt_tokens)
+                rank.store.inc("sglang:num_retracted_output_tokens", lab, done)
+        if victims:
+            self._touch(rank)
 
     def _restarting(self, srv: ServerSim) -> bool:
         return any(i.kind == "restart" and i.duration and i.active(self.now) and i.applies_to(srv.spec.role)
@@ -510,7 +550,8 @@ class EmulatedDeployment:
     # --- unified flow --------------------------------------------------------------------------
     def _capacity(self, srv: ServerSim, rank: RankSim) -> int:
         # Full HBM leaves fewer KV slots: fewer requests fit, the rest wait.
-        return max(1, int(rank.capacity * 0.7)) if self.effects(srv.spec.role).hbm_full else rank.capacity
+        eff = self.effects(srv.spec.role)
+        return max(1, int(rank.capacity * eff.kv_share)) if eff.hbm_full else rank.capacity
 
     def _enqueue(self, req: Req) -> None:
         if not req.alive or req.server is None or req.rank is None:
@@ -531,10 +572,27 @@ class EmulatedDeployment:
         while rank.waiting and len(rank.running) < cap:
             req = rank.waiting.popleft()
             rank.running[req] = None
+            if req.retracted:  # its KV is gone: prefill the prompt and its output so far again, then go on
+                tokens = req.shape.prompt_tokens + int(req.mark_done) + 1
+                seconds = self.model.prefill_seconds(self.rng, tokens, self.effects(srv.spec.role).ttft)
+                self._schedule(self.now + seconds, self._resume, req)
+                self._touch(rank)
+                continue
             req.queue_time = self.now - req.t_wait
             prefill = self._prefill(srv, rank, req)
             self._start_decode(req, self.now + prefill)
             self._touch(rank)
+
+    def _resume(self, req: Req) -> None:
+        """A retracted request is prefilled again: it decodes on from where it stopped."""
+        rank = req.rank
+        if not req.alive or rank is None or rank.dead or req not in rank.running:
+            return
+        req.retracted = False
+        rank.retracted.pop(req, None)
+        req.mark_t = self.now
+        rank.decoding[req] = None
+        self._touch(rank)
 
     def _prefill(self, srv: ServerSim, rank: RankSim, req: Req) -> float:
         """Account one prefill on `rank` and return how long it takes."""
@@ -547,10 +605,7 @@ class EmulatedDeployment:
         for labels in rank.labels:
             lab = {**srv.base_labels(), **labels}
             rank.store.observe("sglang:queue_time_seconds", lab, QUEUE_EDGES, req.queue_time)
-            rank.store.observe("sglang:per_stage_req_latency_seconds", {**lab, "stage": "prefill_waiting"},
-                               STAGE_BUCKETS, req.queue_time)
-            rank.store.observe("sglang:per_stage_req_latency_seconds", {**lab, "stage": "prefill_forward"},
-                               STAGE_BUCKETS, seconds)
+            _stage(rank.store, lab, "prefill_forward", seconds)
             rank.store.inc("sglang:realtime_tokens", {**lab, "mode": "prefill_compute"}, shape.uncached_tokens)
             rank.store.inc("sglang:realtime_tokens", {**lab, "mode": "prefill_cache"}, shape.cached_tokens)
             rank.store.inc("sglang:prefill_effective_tokens", {**lab, "mode": "input"}, shape.uncached_tokens)
@@ -615,13 +670,16 @@ class EmulatedDeployment:
             return
         now = self.now
         unified = srv.spec.role == "server"  # a PD decode server runs no prefill beside its decode
+        eff = self.effects(srv.spec.role)
         factor = step_factor(len(rank.decoding), rank.reference, rank.prefilling() if unified else 0,
-                             rank.capacity) * self.effects(srv.spec.role).tpot
+                             rank.capacity) * eff.tpot
         t_next = math.inf
         for req in rank.decoding:
             self._close_segment(req, now)
             old = req.rate
-            req.rate = req.base_tpot * factor
+            # Fewer draft tokens accepted per verify step: more steps for the same tokens.
+            req.rate = req.base_tpot * factor * (req.accept / _accepted(req.accept, eff.accept_drop) if req.accept
+                                                 else 1.0)
             req.t_end = now + max(req.produced - 1 - req.mark_done, 0.0) * req.rate
             t_next = min(t_next, req.t_end)
             if req.listeners and (old <= 0.0 or req.rate < old):
@@ -668,6 +726,7 @@ class EmulatedDeployment:
             del rank.running[req]
             self._touch(rank)
         rank.transfer.pop(req, None)
+        rank.retracted.pop(req, None)
         if req in rank.prealloc:
             rank.prealloc.remove(req)
 
@@ -689,6 +748,8 @@ class EmulatedDeployment:
             req = rank.prealloc.popleft()
             rank.transfer[req] = None
             req.t_prealloc = self.now
+            for labels in rank.labels:
+                _stage(rank.store, {**srv.base_labels(), **labels}, "decode_bootstrap", self.now - req.created)
             if req.client is not None and req.client.bootstrap_host == FAKE_BOOTSTRAP_HOST:
                 self._schedule(self.now + BOOTSTRAP_SECONDS, self._fake_transfer, req)
             elif req.p_rank is not None:
@@ -718,6 +779,7 @@ class EmulatedDeployment:
             edges = BY_NAME["sglang:kv_transfer_alloc_ms"].buckets
             prank.store.observe("sglang:kv_transfer_alloc_ms", lab, edges,
                                 max(req.t_prealloc - req.p_created, 0.0) * 1000)
+            _stage(prank.store, lab, "prefill_bootstrap", self.now - req.p_created)
         self._pd_admit_prefill(prank)
 
     def _pd_admit_prefill(self, prank: RankSim) -> None:
@@ -733,17 +795,11 @@ class EmulatedDeployment:
     def _pd_prefilled(self, req: Req) -> None:
         if not req.alive or req.p_rank is None or req.p_server is None:
             return
-        prank, psrv = req.p_rank, req.p_server
+        prank = req.p_rank
         prank.running.pop(req, None)
         prank.inflight[req] = None
-        seconds, mb = self.model.kv_transfer(self.rng, req.shape.prompt_tokens)
-        for labels in prank.labels:
-            lab = {**psrv.base_labels(), **labels}
-            for name, value in (("sglang:kv_transfer_latency_ms", seconds * 1000),
-                                ("sglang:kv_transfer_speed_gb_s", mb / 1024 / seconds),
-                                ("sglang:kv_transfer_total_mb", mb)):
-                prank.store.observe(name, lab, BY_NAME[name].buckets, value)
-        self._schedule(self.now + seconds, self._pd_transferred, req)
+        req.kv_seconds, req.kv_mb = self.model.kv_transfer(self.rng, req.shape.prompt_tokens)
+        self._schedule(self.now + req.kv_seconds, self._pd_transferred, req)
         self._pd_admit_prefill(prank)
 
     def _pd_transferred(self, req: Req) -> None:
@@ -754,15 +810,27 @@ class EmulatedDeployment:
             self._pd_transfer_failed(req)
             return
         req.p_rank.inflight.pop(req, None)
+        seconds, mb = req.kv_seconds, req.kv_mb
+        for labels in req.p_rank.labels:  # the transfer finished: SGLang observes it now, on the prefill side
+            lab = {**req.p_server.base_labels(), **labels}
+            for name, value in (("sglang:kv_transfer_latency_ms", seconds * 1000),
+                                ("sglang:kv_transfer_speed_gb_s", mb / 1024 / seconds),
+                                ("sglang:kv_transfer_total_mb", mb)):
+                req.p_rank.store.observe(name, lab, BY_NAME[name].buckets, value)
+            _stage(req.p_rank.store, lab, "prefill_transfer_kv_cache", seconds)
         self._observe_prefill_side(req.p_server, req)
         rank = req.rank
         assert req.server is not None
         rank.transfer.pop(req, None)
         rank.running[req] = None
+        # The KV is here: the request waits for the next decode batch (half a step on average).
+        wait = 0.5 * self.model.tpot_median
         for labels in rank.labels:
             lab = {**req.server.base_labels(), **labels}
-            rank.store.observe("sglang:queue_time_seconds", lab, QUEUE_EDGES, self.now - req.t_prealloc)
-        self._start_decode(req, self.now + 0.5 * self.model.tpot_median)
+            _stage(rank.store, lab, "decode_transferred", self.now - req.t_prealloc)
+            _stage(rank.store, lab, "decode_waiting", wait)
+            rank.store.observe("sglang:queue_time_seconds", lab, QUEUE_EDGES, wait)
+        self._start_decode(req, self.now + wait)
 
     def _pd_transfer_failed(self, req: Req) -> None:
         """Both sides count the failed transfer (SGLang's prefill.py and decode.py); the decode server aborts
@@ -803,7 +871,8 @@ class EmulatedDeployment:
         if shape.structured:
             store.inc("sglang:num_so_requests", base)
         if req.accept:
-            store.inc("sglang:spec_verify_calls", base, math.ceil(req.produced / req.accept))
+            accept = _accepted(req.accept, self.effects(srv.spec.role).accept_drop)
+            store.inc("sglang:spec_verify_calls", base, math.ceil(req.produced / accept))
         store.observe("sglang:prompt_tokens_histogram", base, TOKEN_BUCKETS, shape.prompt_tokens)
         store.observe("sglang:uncached_prompt_tokens_histogram", base, TOKEN_BUCKETS, shape.uncached_tokens)
         store.observe("sglang:generation_tokens_histogram", base, TOKEN_BUCKETS, req.produced)
@@ -869,7 +938,8 @@ class EmulatedDeployment:
             srv.store.inc("sglang:http_responses", {**HTTP_LABELS, "status_code": status})
 
     def _scheduler_decode_counters(self, srv: ServerSim, rank: RankSim, req: Req) -> None:
-        steps = math.ceil(req.produced / req.accept) if req.accept else req.produced
+        accepted = _accepted(req.accept, self.effects(srv.spec.role).accept_drop) if req.accept else 0.0
+        steps = math.ceil(req.produced / accepted) if accepted else req.produced
         for labels in rank.labels:
             lab = {**srv.base_labels(), **labels}
             rank.store.inc("sglang:realtime_tokens", {**lab, "mode": "decode"}, req.produced)
@@ -921,7 +991,10 @@ class EmulatedDeployment:
             used = usage * total
         evictable = min(total - used, total * 0.1 * (1 if self.model.prefix_hit else 0.2))
         thr = self.gen_throughput(rank) if role != "prefill" else 0.0
-        accept = rank.last_accept if self.model.accept_length else 0.0
+        accept = 0.0
+        if self.model.accept_length:  # the batch's mean accepted length now (SGLang: over its last log interval)
+            batch = [r.accept for r in rank.decoding if r.accept] or [rank.last_accept]
+            accept = sum(_accepted(a, eff.accept_drop) for a in batch) / len(batch)
         drafts = self.model.draft_tokens
         cap = self._capacity(srv, rank)
         running = len(rank.running) if role == "prefill" else len(rank.decoding)
@@ -948,7 +1021,7 @@ class EmulatedDeployment:
             "sglang:num_decode_prealloc_queue_reqs": float(len(rank.prealloc)),
             "sglang:num_decode_transfer_queue_reqs": float(len(rank.transfer)),
             "sglang:utilization": min(len(rank.running) / cap, 1.0),
-            "sglang:num_retracted_reqs": 2.0 if eff.hbm_full and rank.running else 0.0,
+            "sglang:num_retracted_reqs": float(len(rank.retracted)),
         }
 
     def load(self) -> float:
@@ -982,3 +1055,13 @@ class EmulatedDeployment:
 
 def _flag(v: bool) -> str:
     return "true" if v else "false"
+
+
+def _accepted(accept: float, drop: float) -> float:
+    """Tokens accepted per verify step under an accept-length drop (never below the one token a step makes)."""
+    return max(1.0, accept / drop) if accept else 0.0
+
+
+def _stage(store: MetricStore, labels: dict[str, str], stage: str, seconds: float) -> None:
+    """One `sglang:per_stage_req_latency_seconds` observation of a scheduler stage."""
+    store.observe("sglang:per_stage_req_latency_seconds", {**labels, "stage": stage}, STAGE_BUCKETS, max(seconds, 0.0))

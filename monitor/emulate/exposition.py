@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -100,12 +100,13 @@ def _scheduler(metric: Metric, fam: Family, srv: ServerSim, rank: RankSim, gauge
 _PREFILL_SKIPS = frozenset(f for sli, f in SLI_FAMILIES.items() if sli not in PREFILL_RECORDED_SLIS)
 
 
-def server_families(dep: EmulatedDeployment, srv: ServerSim) -> list[Metric]:
+def server_families(dep: EmulatedDeployment, srv: ServerSim, only: Container[str] | None = None) -> list[Metric]:
+    """What the server's /metrics holds right now; `only`: just these families (by canonical name)."""
     role = srv.spec.role
     gauges = {id(r): dep.rank_gauges(srv, r) for r in srv.ranks}
     out = []
     for fam in ALL_FAMILIES:
-        if role not in fam.roles:
+        if role not in fam.roles or (only is not None and fam.name not in only):
             continue
         if role == "prefill" and fam.name in _PREFILL_SKIPS:
             continue  # a PD prefill server never observes them

@@ -20,13 +20,14 @@ KINDS: tuple[str, ...] = (
     "restart",  # counters reset (fresh registry, new pid); down for `duration` if given
     "down",  # listener closed: the port refuses connections until it ends
     "npu_overheat",  # chip temperature up, decode slower by `factor`
-    "hbm_full",  # HBM use and token_usage near 100 %, fewer running slots
+    "hbm_full",  # HBM use and token_usage near 100 %: `factor` (0..1) of the KV slots is left; the excess retracted
     "metrics_disabled",  # /metrics answers 404 (server launched without --enable-metrics)
     "kv_transfer_failure",  # PD: this share (`factor`, 0..1) of KV transfers fails; the request aborts
+    "spec_accept_drop",  # speculative decoding accepts `factor` times fewer tokens per step (no effect without it)
 )
 DEFAULT_FACTOR: dict[str, float] = {
     "tpot_regression": 2.0, "ttft_spike": 4.0, "queue_buildup": 3.0, "npu_overheat": 1.5,
-    "kv_transfer_failure": 0.5,
+    "kv_transfer_failure": 0.5, "hbm_full": 0.7, "spec_accept_drop": 2.0,
 }
 _ids = itertools.count(1)
 
@@ -46,6 +47,11 @@ class Incident:
             raise ValueError(f"unknown incident kind {self.kind!r}; expected one of {', '.join(KINDS)}")
         if self.kind == "kv_transfer_failure" and not 0 < self.factor <= 1:
             raise ValueError(f"kv_transfer_failure: factor is the share of transfers that fail (0 < f <= 1), "
+                             f"got {self.factor:g}")
+        if self.kind == "hbm_full" and not 0 < self.factor <= 1:
+            raise ValueError(f"hbm_full: factor is the share of KV slots left (0 < f <= 1), got {self.factor:g}")
+        if self.kind == "spec_accept_drop" and self.factor < 1:
+            raise ValueError(f"spec_accept_drop: factor is how many times the accept length falls (>= 1), "
                              f"got {self.factor:g}")
         if self.factor <= 0:
             raise ValueError("incident factor must be > 0")
@@ -103,6 +109,8 @@ class Effects:
     ttft: float = 1.0
     arrivals: float = 1.0
     hbm_full: bool = False
+    kv_share: float = 1.0  # share of the KV slots left (hbm_full)
+    accept_drop: float = 1.0  # speculative accept length divided by this
     overheat: bool = False
     down: bool = False
     metrics_disabled: bool = False
@@ -110,7 +118,7 @@ class Effects:
 
 
 def effects(incidents: list[Incident], role: str, now: float) -> Effects:
-    tpot = ttft = arrivals = 1.0
+    tpot = ttft = arrivals = kv_share = accept_drop = 1.0
     transfer_ok = 1.0
     flags = {"hbm_full": False, "overheat": False, "down": False, "metrics_disabled": False}
     for inc in incidents:
@@ -128,6 +136,9 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
             arrivals *= inc.factor
         elif inc.kind == "hbm_full":
             flags["hbm_full"] = True
+            kv_share = min(kv_share, inc.factor)
+        elif inc.kind == "spec_accept_drop":
+            accept_drop *= inc.factor
         elif inc.kind in ("down", "restart"):
             # A restart with a duration is down while it restarts; a bare restart is instant.
             flags["down"] = flags["down"] or inc.kind == "down" or bool(inc.duration)
@@ -135,4 +146,5 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
             flags["metrics_disabled"] = True
         elif inc.kind == "kv_transfer_failure":
             transfer_ok *= 1.0 - inc.factor
-    return Effects(tpot, ttft, arrivals, **flags, transfer_failure=1.0 - transfer_ok)
+    return Effects(tpot, ttft, arrivals, kv_share=kv_share, accept_drop=accept_drop, **flags,
+                   transfer_failure=1.0 - transfer_ok)

@@ -47,7 +47,7 @@ def brute_force_breach(path, sli: str, target: float) -> tuple[float, float | No
     return start, end
 
 
-def test_queue_buildup_names_the_queue_and_the_breach_window(queue_run, tmp_path):
+def test_queue_buildup_is_named_overload_and_the_queue_only_a_consequence(queue_run, tmp_path):
     rep = _report(queue_run)
     tpot = rep.slis["tpot"]
     main = tpot.main_episode
@@ -61,20 +61,23 @@ def test_queue_buildup_names_the_queue_and_the_breach_window(queue_run, tmp_path
     # A straggler admitted just before the queue emptied can keep a 60 s window under 99 % a little longer.
     assert drained + WINDOW <= end <= drained + WINDOW + 4 * INTERVAL, (end, drained)
     assert main.peak_burn > 14.4
+    # The queue moves most with the breach (the co-movement table), but it is a consequence: the verdict
+    # names the arrivals that rose.
     assert tpot.ranking[0].key == "load.server.num_queue_reqs", [(c.key, round(c.score, 2)) for c in tpot.ranking[:5]]
-    assert tpot.likely_cause is tpot.ranking[0] and tpot.ranking[0].lead_seconds >= 0
-    # The queue also explains TTFT (queueing time is part of it).
-    assert rep.slis["ttft"].ranking[0].key == "load.server.num_queue_reqs"
+    assert rep.verdict.mechanism == "overload" and rep.verdict.cause.signal.key == "arrivals"
+    assert rep.verdict.headline.startswith("Overload") and "queued requests" in rep.verdict.headline.split(
+        "-> overload")[1]
     cmp = tpot.comparison
     assert cmp.incident.p99 > cmp.baseline.p99 and cmp.recipe_mean == 0.055 and cmp.recipe_ratio > 1
     paths = write_report(rep, tmp_path / "report")
     md = paths["markdown"].read_text()
-    assert "Likely cause: queued requests" in md and "| 1 | queued requests |" in md
+    assert md.splitlines()[2] == f"**Verdict: {rep.verdict.headline}**"
+    assert "Likely cause" not in md and "| 1 | queued requests |" in md
     data = json.loads(paths["json"].read_text())
-    assert data["slis"]["tpot"]["likely_cause"] == "load.server.num_queue_reqs"
+    assert data["verdict"]["mechanism"] == "overload" and data["slis"]["tpot"]["first_mover"] == tpot.ranking[0].key
 
 
-def test_npu_overheat_names_accelerator_temperature_and_the_breach_window(overheat_run):
+def test_npu_overheat_is_named_and_the_breach_window_found(overheat_run):
     rep = _report(overheat_run)
     tpot = rep.slis["tpot"]
     main = tpot.main_episode
@@ -88,13 +91,19 @@ def test_npu_overheat_names_accelerator_temperature_and_the_breach_window(overhe
     top = tpot.ranking[0]
     assert top.key == "accel.temperature_max", [(c.key, round(c.score, 2)) for c in tpot.ranking[:5]]
     assert top.moved_first and top.changed_at - EPOCH <= INCIDENT_AT + INTERVAL and top.z > 10
-    assert tpot.likely_cause is top
+    assert tpot.first_mover is top
+    assert rep.verdict.mechanism == "accelerator_overheat"
     assert "ttft" not in [s.sli for s in rep.slis.values() if s.budget_spent > tpot.budget_spent]
 
 
 def test_html_is_self_contained_and_every_image_is_a_real_png(overheat_run, tmp_path):
-    paths = write_report(_report(overheat_run), tmp_path / "r")
+    rep = _report(overheat_run)
+    paths = write_report(rep, tmp_path / "r")
     html = paths["html"].read_text()
+    # It opens with the verdict and its evidence, then the plots.
+    verdict, evidence = html.index('<p class="verdict'), html.index("<h2>Evidence</h2>")
+    assert html.index("<h1>") < verdict < evidence < html.index("<img")
+    assert "Accelerator overheating (" in html[verdict:evidence]
     assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched from anywhere
     srcs = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', html)
     assert len(srcs) == html.count("<img") >= 3
@@ -112,4 +121,5 @@ def test_cli_builds_the_same_report_from_the_recording_with_relative_times(overh
     rep = build_report(args, now=lambda: EPOCH + T2, progress=lambda _: None)
     # Without -c the targets and objectives come from the recorded state rows.
     assert rep.slis["tpot"].track.spec.target == 0.08
-    assert rep.slis["tpot"].likely_cause.key == "accel.temperature_max"
+    assert rep.slis["tpot"].first_mover.key == "accel.temperature_max"
+    assert rep.verdict.mechanism == "accelerator_overheat"

@@ -81,7 +81,7 @@ def live(tmp_path: Path):
             yield te, port
 
 
-def test_queue_buildup_from_prometheus_names_the_queue_and_the_same_window(live, queue_run):
+def test_queue_buildup_from_prometheus_is_overload_in_the_same_window(live, queue_run):
     te, port = live
     offsets = []
     while True:  # wait until the emulator passed T2 (plus a scrape), noting wall - emulated/SPEED
@@ -115,12 +115,14 @@ def test_queue_buildup_from_prometheus_names_the_queue_and_the_same_window(live,
     tol = 2 * SCRAPE * SPEED + 5 + 0.5 * SPEED
     assert abs(start - rec[0]) <= tol and abs(end - rec[1]) <= tol, ((start, end), rec)
     assert start >= INCIDENT_AT  # never before the cause
-    assert tpot.ranking[0].key == "load.server.num_queue_reqs", [(c.key, round(c.score, 2)) for c in tpot.ranking[:5]]
-    assert tpot.likely_cause is tpot.ranking[0]
+    # The queue (its length or SGLang's queue_time) moves most with the breach; the verdict names the arrivals.
+    assert tpot.ranking[0].key in ("load.server.num_queue_reqs", "queue_time.server"), [
+        (c.key, round(c.score, 2)) for c in tpot.ranking[:5]]
+    assert rep.verdict.mechanism == "overload", rep.verdict.headline
     print(f"prometheus breach (emulated s): {start:.0f}-{end:.0f}; recording {rec}")
     # Accelerator readings came straight from the npu-exporter job; TTFT blames the queue too.
     assert "accel.temperature_max" in ds.series
-    assert rep.slis["ttft"].ranking[0].key == "load.server.num_queue_reqs"
+    assert rep.slis["ttft"].ranking[0].key in ("load.server.num_queue_reqs", "queue_time.server")
     json.dumps(rep.to_dict())  # serialisable
 
 

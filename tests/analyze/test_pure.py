@@ -92,7 +92,7 @@ def test_timeline_and_ranking_on_a_synthetic_incident():
     cause, after = tpot.ranking[0], tpot.ranking[1]
     assert cause.moved_first and cause.lead_seconds == 20 and cause.lag_steps == 2
     assert not after.moved_first and after.lead_seconds == -30
-    assert tpot.likely_cause is cause
+    assert tpot.first_mover is cause
     assert tpot.comparison.incident.p50 > tpot.comparison.baseline.p50
 
 

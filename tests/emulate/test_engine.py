@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from monitor.emulate.engine import EmulatedDeployment
-from monitor.emulate.incidents import Incident
+from monitor.emulate.incidents import Incident, parse_spec
 from monitor.emulate.loadgen import LoadShape
 from monitor.emulate.request_log import read_records
 from tests.emulate.closed_loop import ClosedLoop
@@ -194,12 +196,55 @@ def test_hbm_full_raises_token_usage(config):
     assert dep.rank_gauges(srv, srv.ranks[0])["sglang:token_usage"] >= 0.97
 
 
+def retracted(srv) -> float:
+    return sum(r.store.counter_value("sglang:num_retracted_requests") for r in srv.ranks)
+
+
+def test_hbm_full_retracts_what_no_longer_fits_and_the_retracted_requests_resume(config):
+    dep = EmulatedDeployment(config.deployment("mixed"), seed=8)
+    dep.advance(300)
+    srv = dep.servers[0]
+    rank = srv.ranks[0]
+    running = len(rank.running)
+    assert retracted(srv) == 0 and running > 4
+    finished = dep.finished
+    dep.add_incident(Incident("mixed", "hbm_full", factor=0.125, start=dep.now, duration=120))  # 32 slots -> 4
+    dep.advance(0.001)
+    assert retracted(srv) == len(rank.retracted) > 0 and len(rank.running) <= 4
+    assert dep.rank_gauges(srv, rank)["sglang:num_retracted_reqs"] == len(rank.retracted)
+    tokens = rank.store.counter_value("sglang:num_retracted_output_tokens")
+    assert tokens >= len(rank.retracted)  # each had produced at least its first token
+    dep.advance(60)
+    assert len(rank.running) <= 4 and len(rank.waiting) > 0  # fewer slots: the rest queue
+    dep.advance(600)
+    assert not rank.retracted and not rank.waiting and dep.finished > finished  # all resumed and finished
+    assert Incident("mixed", "hbm_full").factor == 1.0 and parse_spec("mixed:hbm_full").factor == 0.7
+    with pytest.raises(ValueError, match="share of KV slots"):
+        Incident("mixed", "hbm_full", factor=2)
+
+
 def test_speculative_decoding_reports_accept_length(config):
     dep = EmulatedDeployment(config.deployment("mixed"), seed=9)
     dep.advance(600)
     g = dep.rank_gauges(dep.servers[0], dep.servers[0].ranks[0])
     assert 1.0 < g["sglang:spec_accept_length"] <= 4.0
     assert dep.servers[0].store.counter_value("sglang:spec_verify_calls") > 0
+
+
+def test_spec_accept_drop_lowers_the_accept_length_and_slows_decode_by_as_much(config):
+    dep = EmulatedDeployment(config.deployment("mixed"), seed=9)
+    dep.advance(300)
+    srv, rank = dep.servers[0], dep.servers[0].ranks[0]
+    before = dep.rank_gauges(srv, rank)["sglang:spec_accept_length"]
+    rates = {r: r.rate for r in rank.decoding}
+    dep.add_incident(Incident("mixed", "spec_accept_drop", factor=2.0, start=dep.now))
+    dep.advance(0.001)
+    after = dep.rank_gauges(srv, rank)["sglang:spec_accept_length"]
+    assert 1.0 <= after < before * 0.6  # accept 2.8 -> 1.4 (never below the token a step makes)
+    slower = [r.rate / rates[r] for r in rank.decoding if r in rates]
+    assert slower and all(1.7 < x < 2.3 for x in slower)  # seconds per token up with the lost acceptance
+    with pytest.raises(ValueError, match="accept length falls"):
+        Incident("mixed", "spec_accept_drop", factor=0.5)
 
 
 def test_kv_transfer_failure_counts_on_both_pd_sides_and_aborts_the_request(config, tmp_path):
@@ -230,7 +275,42 @@ def test_kv_transfer_failure_counts_on_both_pd_sides_and_aborts_the_request(conf
 
 
 def test_kv_transfer_failure_share_must_be_a_probability():
-    import pytest
-
     with pytest.raises(ValueError, match="share of transfers"):
         Incident("pd", "kv_transfer_failure", factor=3)
+
+
+def stage_means(srv) -> dict[str, float]:
+    """Mean seconds per `per_stage_req_latency_seconds` stage over the server's ranks."""
+    out: dict[str, list[float]] = {}
+    for rank in srv.ranks:
+        for (name, key), h in rank.store.histograms.items():
+            if name == "sglang:per_stage_req_latency_seconds":
+                acc = out.setdefault(dict(key)["stage"], [0.0, 0.0])
+                acc[0] += h.sum
+                acc[1] += h.count
+    return {k: s / c for k, (s, c) in out.items() if c}
+
+
+def test_pd_stages_are_the_ones_sglang_observes_and_add_up_to_ttft(config):
+    dep = EmulatedDeployment(config.deployment("pd"), seed=3)
+    dep.advance(600)
+    prefill, decode = (next(s for s in dep.servers if s.spec.role == r) for r in ("prefill", "decode"))
+    p, d = stage_means(prefill), stage_means(decode)
+    assert set(p) == {"prefill_bootstrap", "prefill_forward", "prefill_transfer_kv_cache"}
+    assert set(d) == {"decode_bootstrap", "decode_transferred", "decode_waiting"}
+    queue = {srv.spec.role: sum(r.store.histogram_totals("sglang:queue_time_seconds")[0] for r in srv.ranks)
+             / sum(r.store.histogram_totals("sglang:queue_time_seconds")[1] for r in srv.ranks)
+             for srv in (prefill, decode)}
+    # bootstrap (with the decode-side preallocation) + prefill queue + prefill + KV transfer + decode queue
+    # + the first decode step is the TTFT the decode server observed.
+    parts = p["prefill_bootstrap"] + queue["prefill"] + p["prefill_forward"] + p["prefill_transfer_kv_cache"]
+    parts += d["decode_waiting"]
+    assert queue["decode"] == pytest.approx(d["decode_waiting"])
+    ttft = mean(decode.store, TTFT)
+    assert 0.9 * ttft < parts <= ttft, (parts, ttft)
+
+
+def test_unified_server_observes_prefill_forward_and_no_prefill_waiting(config):
+    dep = EmulatedDeployment(config.deployment("mixed"), seed=3)
+    dep.advance(120)
+    assert set(stage_means(dep.servers[0])) == {"prefill_forward"}

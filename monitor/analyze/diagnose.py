@@ -1,0 +1,423 @@
+"""The verdict: which mechanism explains the incident, from demand and capacity signals, and how sure it is.
+
+Serving is a queue (monitor.analyze.signals): demand (arrivals, prompt and output lengths, prefix-cache
+hits) meets capacity (per-request decode speed, prefill time, spec accept length, KV cache per request,
+accelerator health, PD transfers, failures). Running requests, KV usage, the queue, throughput and
+utilisation follow from both by Little's law (in the system = arrivals x time in it): they are reported as
+consequences, never as the cause.
+
+Each signal is smoothed (a centred moving mean, ANALYSIS_SMOOTH_SECONDS), compared with its baseline level
+(median) and counted as moved when it left the baseline band (3 baseline spreads) by at least its
+threshold (conventions.ANALYSIS_*) for three steps running; events (restarts, targets down, failures,
+retractions) count when they happen more than in the baseline. Every mechanism whose evidence moved is a
+candidate; the one that moved first is the cause; candidates that moved within the smoothing window of
+each other are ordered by how specific they are (a restart or an overheating chip explains a decode
+slowdown, not the other way round; a demand rise explains a slower batch).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
+from monitor.analyze.model import Dataset, Values
+from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, Signal, derive
+from monitor.analyze.sli import SliTrack
+from monitor.analyze.timeparse import iso
+from monitor.conventions import (
+    ACCEL_TEMPERATURE_CELSIUS,
+    ANALYSIS_ACCEPT_CHANGE,
+    ANALYSIS_ARRIVALS_CHANGE,
+    ANALYSIS_CACHE_HIT_DROP,
+    ANALYSIS_CONSEQUENCE_CHANGE,
+    ANALYSIS_KV_SHARE_CHANGE,
+    ANALYSIS_PREFILL_CHANGE,
+    ANALYSIS_RATE_CHANGE,
+    ANALYSIS_SMOOTH_SECONDS,
+    ANALYSIS_TEMPERATURE_RISE_CELSIUS,
+)
+
+HEALTHY = "healthy"
+OVERLOAD = "overload"
+DECODE_SLOWDOWN = "decode_slowdown"
+PREFILL_SLOWDOWN = "prefill_slowdown"
+ACCELERATOR_OVERHEAT = "accelerator_overheat"
+ACCELERATOR_UNHEALTHY = "accelerator_unhealthy"
+KV_CAPACITY = "kv_capacity"
+SPEC_ACCEPT_DROP = "spec_accept_drop"
+KV_TRANSFER_FAILURE = "kv_transfer_failure"
+KV_TRANSFER_SLOWDOWN = "kv_transfer_slowdown"
+RESTART = "restart"
+SERVER_DOWN = "server_down"
+GATEWAY_ERRORS = "gateway_errors"
+UNEXPLAINED = "unexplained"
+
+# What each mechanism is called in the verdict.
+TITLES: dict[str, str] = {
+    HEALTHY: "no incident", OVERLOAD: "overload (demand above capacity)",
+    DECODE_SLOWDOWN: "engine-side decode slowdown", PREFILL_SLOWDOWN: "engine-side prefill slowdown",
+    ACCELERATOR_OVERHEAT: "accelerator overheating", ACCELERATOR_UNHEALTHY: "accelerator fault",
+    KV_CAPACITY: "KV cache capacity lost (HBM full)", SPEC_ACCEPT_DROP: "speculative accept-length drop",
+    KV_TRANSFER_FAILURE: "PD KV transfer failures", KV_TRANSFER_SLOWDOWN: "PD KV transfer slowdown",
+    RESTART: "server restart", SERVER_DOWN: "server down", GATEWAY_ERRORS: "gateway errors",
+    UNEXPLAINED: "SLO breach without a demand or capacity change",
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A mechanism, the signals that show it (each with its threshold) and its rank among simultaneous ones."""
+
+    mechanism: str
+    signals: tuple[tuple[str, float], ...]  # (signal key, ratio threshold; for `absolute` ones a step)
+    absolute: frozenset[str] = frozenset()  # keys whose threshold is an absolute step, not a ratio
+
+
+# Most specific first: among candidates that moved together, the earlier rule is the cause.
+RULES: tuple[Rule, ...] = (
+    Rule(SERVER_DOWN, (("targets_down", 0.0),)),
+    Rule(RESTART, (("restarts", 0.0),)),
+    Rule(KV_TRANSFER_FAILURE, (("transfer_failed", 0.0), ("bootstrap_failed", 0.0))),
+    Rule(ACCELERATOR_UNHEALTHY, (("unhealthy", 0.0),)),
+    Rule(GATEWAY_ERRORS, (("router_errors", 0.0), ("gateway_failed", 0.0))),
+    Rule(ACCELERATOR_OVERHEAT, (("temperature", ANALYSIS_TEMPERATURE_RISE_CELSIUS),), frozenset({"temperature"})),
+    Rule(SPEC_ACCEPT_DROP, (("accept_length", ANALYSIS_ACCEPT_CHANGE),)),
+    Rule(KV_CAPACITY, (("retractions", 0.0), ("kv_per_running", ANALYSIS_KV_SHARE_CHANGE))),
+    Rule(OVERLOAD, (("arrivals", ANALYSIS_ARRIVALS_CHANGE), ("prompt_len", ANALYSIS_RATE_CHANGE),
+                    ("output_len", ANALYSIS_RATE_CHANGE), ("cache_hit", ANALYSIS_CACHE_HIT_DROP)),
+         frozenset({"cache_hit"})),
+    Rule(KV_TRANSFER_SLOWDOWN, (("kv_transfer_latency", ANALYSIS_PREFILL_CHANGE),)),
+    Rule(PREFILL_SLOWDOWN, (("prefill_time", ANALYSIS_PREFILL_CHANGE),)),
+    Rule(DECODE_SLOWDOWN, (("decode_speed", ANALYSIS_RATE_CHANGE), ("itl_mean", ANALYSIS_RATE_CHANGE))),
+)
+# Consequences worth naming, and the threshold they must pass to be named.
+CONSEQUENCE_RATIO = ANALYSIS_CONSEQUENCE_CHANGE
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One signal over the incident against its baseline."""
+
+    signal: Signal
+    baseline: float | None  # level (median of the smoothed baseline)
+    incident: float | None  # level while it was off its band (or over the incident when it never left)
+    changed_at: float | None  # first step of three off the band (None: never left it)
+    moved: bool  # off its band by at least its threshold, in the direction that hurts
+    events: float = 0.0  # events in the incident (event signals: value x step summed)
+    seconds: float = 0.0  # how long a level event (targets down, chips unhealthy) lasted
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline is None or self.incident is None or abs(self.baseline) < 1e-12:
+            return None
+        return self.incident / self.baseline
+
+    def describe(self) -> str:
+        """`per-request decode speed fell 2.0x (18.0 → 9.0 tokens/s)`."""
+        s = self.signal
+        if s.side == EVENT:
+            if s.unit in ("targets", "chips"):
+                return f"{s.label}: {self.incident or 0:.0f} for {self.seconds:.0f} s"
+            if s.unit == "count":  # counted over a lookback by Prometheus: when, not how many
+                return f"{s.label} seen"
+            return f"{s.label}: {_count(self.events)}"
+        b, i = self.baseline, self.incident
+        if b is None or i is None:
+            return f"{s.label}: no baseline"
+        verb = "rose" if i > b else "fell"
+        if _thresholds().get(s.key, (0.0, s.unit == "°C"))[1]:
+            amount = f"{'+' if i >= b else '−'}{_val(abs(i - b), s.unit)}"
+        else:
+            r = self.ratio
+            amount = f"{max(r, 1 / r):.1f}x" if r and r > 0 else f"{'+' if i >= b else '−'}{_val(abs(i - b), s.unit)}"
+        return f"{s.label} {verb} {amount} ({_val(b, s.unit)} → {_val(i, s.unit)})"
+
+    def percent(self) -> str:
+        r = self.ratio
+        if r is None:
+            return f"{self.signal.label} n/a"
+        return f"{self.signal.label} {(r - 1) * 100:+.0f} %"
+
+
+@dataclass
+class Verdict:
+    mechanism: str
+    confidence: str  # high | medium | low
+    headline: str  # the report's first line
+    cause: Shift | None
+    candidates: list[tuple[str, Shift]]  # every mechanism whose evidence moved, the cause first
+    shifts: dict[str, Shift]
+
+    @property
+    def title(self) -> str:
+        return TITLES[self.mechanism]
+
+    def to_dict(self) -> dict[str, object]:
+        def sh(s: Shift) -> dict[str, object]:
+            return {"key": s.signal.key, "label": s.signal.label, "side": s.signal.side, "unit": s.signal.unit,
+                    "baseline": s.baseline, "incident": s.incident, "ratio": s.ratio, "changed_at": s.changed_at,
+                    "moved": s.moved, "events": s.events}
+
+        return {"mechanism": self.mechanism, "title": self.title, "confidence": self.confidence,
+                "headline": self.headline, "cause": sh(self.cause) if self.cause else None,
+                "candidates": [{"mechanism": m, "signal": s.signal.key, "changed_at": s.changed_at}
+                               for m, s in self.candidates],
+                "signals": {k: sh(s) for k, s in self.shifts.items()}}
+
+
+def _val(v: float, unit: str) -> str:
+    if unit == "ratio":
+        return f"{v:.0%}"
+    if unit == "s":
+        return f"{v * 1000:.0f} ms" if v < 10 else f"{v:.1f} s"
+    if unit == "°C":
+        return f"{v:.0f} °C"
+    return (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2g}" if abs(v) < 1 else f"{v:.1f}") + f" {unit}"
+
+
+def _count(n: float) -> str:
+    return f"{n:.0f} in the range" if n >= 1 else f"{n:.2g} in the range"
+
+
+def smooth(vals: Values, half: int) -> Values:
+    """Centred moving mean over 2*half+1 points (those with a value); None where none has one."""
+    out: list[float | None] = []
+    n = len(vals)
+    for i in range(n):
+        win = [v for v in vals[max(0, i - half):min(n, i + half + 1)] if v is not None]
+        out.append(sum(win) / len(win) if win and vals[i] is not None else None)
+    return tuple(out)
+
+
+def smoothed(sig: Signal, half: int) -> Values:
+    if sig.parts is not None:
+        num, den = (smooth(p, half) for p in sig.parts)
+        return tuple(None if a is None or b is None or b < sig.min_den else a / b for a, b in zip(num, den))
+    return smooth(sig.values, half)
+
+
+def _off(v: float, med: float, band: float, threshold: float, absolute: bool) -> int:
+    """+1 / -1 when v is off the baseline by more than the band and the threshold, else 0."""
+    if abs(v - med) <= band:
+        return 0
+    if absolute:
+        return (1 if v > med else -1) if abs(v - med) >= threshold else 0
+    if med <= 0:
+        return 1 if v > 0 and med == 0 else 0
+    r = v / med
+    return 1 if r >= threshold else (-1 if r <= 1 / threshold else 0)
+
+
+def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], focus: range, half: int,
+                threshold: float, absolute: bool = False) -> Shift:
+    """A level signal's change over `focus` against the baseline, in the direction that hurts."""
+    sm = smoothed(sig, half)
+    focus = range(focus.start, max(focus.start, min(focus.stop, len(times) - half)))
+    base = [v for v in (sm[i] for i in base_idx) if v is not None]
+    if len(base) < 2:
+        inc = [v for v in (sm[i] for i in focus) if v is not None]
+        return Shift(sig, None, median(inc) if inc else None, None, False)
+    med = median(base)
+    band = CHANGE_Z * (spread(base) or 0.0)  # a flat baseline: any move past the threshold counts
+    run, start, changed = 0, None, None
+    for i in focus:
+        v = sm[i]
+        side = _off(v, med, band, threshold, absolute) if v is not None else 0
+        if side == sig.worse:
+            run += 1
+            start = i if run == 1 else start
+            if run == CHANGE_RUN:
+                changed = start
+                break
+        else:
+            run = 0
+    if changed is None:
+        inc = [v for v in (sm[i] for i in focus) if v is not None]
+        return Shift(sig, med, median(inc) if inc else None, None, False)
+    # The level while it stayed off (gaps of two steps bridged).
+    held, gap = [], 0
+    for i in range(changed, focus.stop):
+        v = sm[i]
+        if v is not None and _off(v, med, band, threshold, absolute) == sig.worse:
+            held.append(v)
+            gap = 0
+        else:
+            gap += 1
+            if gap > 2:
+                break
+    level = median(held)
+    # When: where the smoothed series crosses halfway from the baseline to the new level (for a step change
+    # a centred mean crosses it at the step itself; the band is crossed earlier for a large change).
+    mid = (med + level) / 2
+    at = next((i for i in range(max(focus.start, changed - half), min(focus.stop, changed + 2 * half + 1))
+               if sm[i] is not None and (sm[i] - mid) * sig.worse > 0), changed)  # type: ignore[operator]
+    return Shift(sig, med, level, times[at], True)
+
+
+def event_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], focus: range, step: float) -> Shift:
+    """Events happened in the incident (more than the baseline's rate allows)."""
+    base = [v for v in (sig.values[i] for i in base_idx) if v is not None]
+    top = max(base, default=0.0)
+    rate = sum(base) / len(base) if base else 0.0
+    inc = [(i, v) for i, v in ((i, sig.values[i]) for i in focus) if v is not None]
+    per_step = sig.unit in ("count", "targets", "chips")  # counts per step or levels, not rates
+    total = sum(v for _, v in inc) * (1.0 if per_step else step)
+    level = max((v for _, v in inc), default=0.0)
+    first = next((times[i] for i, v in inc if v > top + 1e-9), None)
+    if sig.unit in ("targets", "chips"):  # a level: how many at most, and for how long
+        steps = sum(1 for _, v in inc if v > top + 1e-9)
+        moved = first is not None and steps >= 2
+        return Shift(sig, rate, level, first if moved else None, moved, level, steps * step)
+    expected = rate * len(inc) * (1.0 if per_step else step)
+    moved = first is not None and total >= 1.0 - 1e-9 and total > 3 * expected
+    mean = sum(v for _, v in inc) / len(inc) if inc else None
+    return Shift(sig, rate, mean, first if moved else None, moved, total)
+
+
+def _thresholds() -> dict[str, tuple[float, bool]]:
+    return {k: (t, k in r.absolute) for r in RULES for k, t in r.signals}
+
+
+def half_width(step: float, window: float) -> int:
+    """Points each side of the centred mean: ANALYSIS_SMOOTH_SECONDS, never more than half the SLI window."""
+    return max(1, round(min(ANALYSIS_SMOOTH_SECONDS, window / 2) / step / 2))
+
+
+def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequence[int], focus: range,
+           step: float, half: int) -> dict[str, Shift]:
+    th = _thresholds()
+    out = {}
+    for key, sig in signals.items():
+        if sig.side == EVENT:
+            out[key] = event_shift(sig, times, base_idx, focus, step)
+        else:
+            t, absolute = th.get(key, (CONSEQUENCE_RATIO, False))
+            out[key] = level_shift(sig, times, base_idx, focus, half, t, absolute)
+    t = out.get("temperature")
+    if t is not None and not t.moved and t.incident is not None and t.baseline is not None and \
+            t.baseline < ACCEL_TEMPERATURE_CELSIUS <= t.incident and t.incident - t.baseline >= 5:
+        # Crossing the throttle temperature counts whatever the rise.
+        out["temperature"] = level_shift(signals["temperature"], times, base_idx, focus, half, 5.0, True)
+    return out
+
+
+def _served_more(sh: dict[str, Shift], at: float, tie: float) -> bool:
+    """More work done from about `at`: finished requests or generated tokens per second rose with it."""
+    return any(k in sh and sh[k].moved and (sh[k].ratio or 0) > 1 and sh[k].changed_at is not None
+               and at - tie <= sh[k].changed_at <= at + 2 * tie for k in ("finished", "throughput"))
+
+
+def _candidates(sh: dict[str, Shift], tie: float) -> list[tuple[str, Shift]]:
+    found: list[tuple[int, str, Shift]] = []
+    for order, rule in enumerate(RULES):
+        moved = [sh[k] for k, _ in rule.signals if k in sh and sh[k].moved and sh[k].changed_at is not None]
+        if rule.mechanism == OVERLOAD and "arrivals" in sh and sh["arrivals"].changed_at is not None \
+                and not _served_more(sh, sh["arrivals"].changed_at, tie):
+            # Arrivals are inferred (finished + the change of requests in the system): a slower engine also
+            # grows the system for a while. A real rise shows in more work served; lengths are measured.
+            moved = [s for s in moved if s.signal.key != "arrivals"]
+        if moved:
+            first = min(moved, key=lambda s: s.changed_at)  # type: ignore[arg-type, return-value]
+            found.append((order, rule.mechanism, first))
+    if not found:
+        return []
+    t0 = min(s.changed_at for _, _, s in found)  # type: ignore[type-var]
+    # Candidates within `tie` of the first are simultaneous: the most specific rule leads.
+    found.sort(key=lambda c: (c[2].changed_at > t0 + tie, c[0], c[2].changed_at))  # type: ignore[operator]
+    return [(m, s) for _, m, s in found]
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _when(t: float | None) -> str:
+    return f" at {iso(t)[11:]}" if t is not None else ""
+
+
+def _demand_clause(sh: dict[str, Shift], overload: bool) -> str:
+    demand = [s for s in sh.values() if s.signal.side == DEMAND]
+    if overload:
+        moved = sorted((s for s in demand if s.moved), key=lambda s: s.changed_at or 0)
+        return "; ".join(f"{s.describe()}{_when(s.changed_at)}" for s in moved)
+    parts = [s.percent() for s in demand if s.signal.key in ("arrivals", "prompt_len", "output_len")
+             and s.ratio is not None]
+    if not parts:
+        return "demand not measured"
+    arr = sh.get("arrivals")
+    if arr is not None and arr.moved:  # an inferred rise that no extra work served: requests held longer
+        return (f"demand flat but for the inferred arrivals ({', '.join(parts)}; the arrival estimate rose with "
+                "requests held longer, and no more work was served)")
+    return f"demand flat ({', '.join(parts)})"
+
+
+CONSEQUENCE_ORDER = ("running", "queued", "token_usage", "utilization", "power", "finished", "throughput",
+                     "aborted")
+
+
+def _consequences(sh: dict[str, Shift], cause: Shift | None) -> list[Shift]:
+    out = [sh[k] for k in CONSEQUENCE_ORDER if k in sh and sh[k].moved]
+    if cause is not None:  # capacity signals that moved after the cause (or with it) and are not it
+        out += [s for s in sh.values() if s.signal.side == CAPACITY and s.moved and s is not cause
+                and s.signal.key not in ("temperature",)]
+    return out
+
+
+def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], focus: range,
+            breached: list[str], baseline_ok: bool, window: float) -> Verdict:
+    """The mechanism behind the incident in `focus` (indices into ds.times), against `base_idx`."""
+    signals = derive(ds, tracks)
+    half = half_width(ds.step, window)
+    sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
+    cands = _candidates(sh, tie=(half + 1) * ds.step)
+    breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
+    if not cands:
+        mech = UNEXPLAINED if breached else HEALTHY
+        conf = "low" if breached else ("high" if baseline_ok else "medium")
+        moved = [s for s in sh.values() if s.moved and s.signal.side == CONSEQUENCE]
+        tail = (f"; only consequences moved ({_join([s.signal.label for s in moved])}): look outside the "
+                "engine (clients, network) or widen the range" if moved and breached else "")
+        head = (f"{_cap(TITLES[mech])} ({conf} confidence): {breach}; {_demand_clause(sh, False)}; "
+                f"capacity within its baseline{tail}.")
+        return Verdict(mech, conf, head, None, [], sh)
+    mech, cause = cands[0]
+    conseq = _consequences(sh, cause)
+    tie = (half + 1) * ds.step  # smoothing blurs timing by this much: closer is "together", not "before"
+    early = [s for s in conseq if s.changed_at is not None and cause.changed_at is not None
+             and s.changed_at < cause.changed_at - tie]
+    strong = cause.signal.side == EVENT or _strength(cause) >= 2.0
+    conf = "high" if strong and not early and baseline_ok else ("low" if early and not strong else "medium")
+    demand = _demand_clause(sh, mech == OVERLOAD)
+    if mech == OVERLOAD:
+        head = f"{_cap(TITLES[mech])} ({conf} confidence): {demand} -> overload"
+    else:
+        head = (f"{_cap(TITLES[mech])} ({conf} confidence): {demand}; "
+                f"{cause.describe()}{_when(cause.changed_at)} -> {TITLES[mech]}")
+    through = [s for s in conseq if s.signal.side == CAPACITY]
+    if through:
+        head += f" ({_join([s.describe() for s in through])})"
+    rose = [s.signal.label for s in conseq if s.signal.side == CONSEQUENCE and s.incident is not None
+            and s.baseline is not None and s.incident > s.baseline]
+    if rose:
+        head += f"; {_join(rose)} rose as a consequence (Little's law: running = arrivals × duration)"
+    head += f"; {breach}."
+    return Verdict(mech, conf, head, cause, cands, sh)
+
+
+def _strength(s: Shift) -> float:
+    """How many thresholds the move is worth (2 = twice the threshold's distance)."""
+    th, absolute = _thresholds().get(s.signal.key, (CONSEQUENCE_RATIO, False))
+    if s.baseline is None or s.incident is None:
+        return 0.0
+    if absolute:
+        return abs(s.incident - s.baseline) / th if th else 0.0
+    r = s.ratio
+    if not r or r <= 0:
+        return 0.0
+    return abs(math.log(r)) / math.log(th) if th > 1 else 0.0

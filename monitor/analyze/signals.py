@@ -1,0 +1,254 @@
+"""Demand, capacity and consequence signals derived from a Dataset: pure, one value per grid step.
+
+What SGLang serving is made of, as a queue: requests arrive (demand: how many, how long their prompts and
+outputs, how much of each prompt the prefix cache already holds), wait for a slot, prefill, decode, leave.
+Capacity is how fast each request is served once admitted and how many can be: per-request decode speed
+(gen_throughput / num_running_reqs), prefill time, speculative accept length, the KV cache each running
+request can have, accelerator health, PD KV transfers. Little's law ties them: requests in the system =
+arrival rate x time in the system, so running requests, KV usage and the queue grow when either arrivals
+or durations grow: they are consequences and never named as a cause.
+
+Arrivals are not counted by SGLang's request counter (it counts at the finish); they follow from
+conservation: arrivals in a step = requests finished in it + the change of requests in the system
+(running and waiting, and in PD the decode server's preallocation and transfer queues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from monitor.analyze.model import Dataset, Values
+from monitor.analyze.sli import SliTrack
+from monitor.conventions import (
+    REQUEST_ROLES,
+    STAGE_DECODE_WAITING,
+    STAGE_PREFILL_BOOTSTRAP,
+    STAGE_PREFILL_FORWARD,
+    STAGE_PREFILL_TRANSFER,
+)
+
+DEMAND = "demand"
+CAPACITY = "capacity"
+CONSEQUENCE = "consequence"
+EVENT = "event"  # restarts, targets down, failures: counted, not levels
+SYMPTOM = "symptom"  # the SLIs themselves: what hurt, never a cause nor a consequence to list
+MIN_RUNNING = 0.5  # below this a per-running-request ratio is noise
+MIN_ARRIVALS = 1e-3  # req/s below which Little's law gives no duration
+# A column of values, or a ratio's (numerator, denominator) columns.
+Column = Values | tuple[Values, Values]
+
+
+@dataclass(frozen=True)
+class Signal:
+    key: str
+    label: str
+    side: str  # demand | capacity | consequence | event
+    unit: str
+    values: Values
+    # Which way is worse: +1 when a rise hurts (latency, failures), -1 when a fall does (speed, accept length).
+    worse: int = 1
+    # A ratio's numerator and denominator: smoothing averages each before dividing (a ratio of noisy
+    # per-step values is noisier than either).
+    parts: tuple[Values, Values] | None = None
+    min_den: float = 1e-9
+
+
+def _add(*cols: Values) -> Values:
+    """Per step sum of the columns that have a value there (None when none does)."""
+    out: list[float | None] = []
+    for vals in zip(*cols):
+        present = [v for v in vals if v is not None]
+        out.append(sum(present) if present else None)
+    return tuple(out)
+
+
+def _ratio(num: Values, den: Values, min_den: float = 1e-12) -> Values:
+    return tuple(None if a is None or b is None or b < min_den else a / b for a, b in zip(num, den))
+
+
+def _map(vals: Values, fn: Callable[[float], float | None]) -> Values:
+    return tuple(None if v is None else fn(v) for v in vals)
+
+
+class Derive:
+    """Reads a Dataset's series by role; each method one derived column (None where it cannot be had)."""
+
+    def __init__(self, ds: Dataset, tracks: dict[str, SliTrack]) -> None:
+        self.ds = ds
+        self.tracks = tracks
+        self.n = len(ds.times)
+        self.none: Values = tuple(None for _ in ds.times)
+        roles = {k.split(".")[1] for k in ds.series if k.startswith("load.")}
+        # The servers that answer requests (mixed or PD decode); a router's merge reads as `all`.
+        self.answering = [r for r in REQUEST_ROLES if r in roles] or [r for r in ("all",) if r in roles]
+        self.pd = "decode" in roles and "prefill" in roles
+
+    def get(self, key: str) -> Values:
+        s = self.ds.series.get(key)
+        return s.values if s is not None else self.none
+
+    def has(self, key: str) -> bool:
+        s = self.ds.series.get(key)
+        return s is not None and any(v is not None for v in s.values)
+
+    def load(self, metric: str, roles: Sequence[str] | None = None) -> Values:
+        cols = [self.get(f"load.{r}.{metric}") for r in (roles if roles is not None else self.answering)]
+        return _add(*cols) if cols else self.none
+
+    def load_max(self, metric: str, roles: Sequence[str] | None = None) -> Values:
+        cols = [self.get(f"load.{r}.{metric}") for r in (roles if roles is not None else self.answering)]
+        return tuple(max((v for v in vals if v is not None), default=None) for vals in zip(*cols)) if cols else self.none
+
+    def in_system(self) -> Values:
+        """Requests the answering servers hold: running and waiting, and in PD those preallocating or
+        receiving their KV cache (a PD request reaches its decode server when it arrives)."""
+        cols = [self.load("num_running_reqs"), self.load("num_queue_reqs")]
+        if "decode" in self.answering:
+            cols += [self.load("num_decode_prealloc_queue_reqs", ["decode"]),
+                     self.load("num_decode_transfer_queue_reqs", ["decode"])]
+        return _add(*cols)
+
+    def arrivals(self) -> Values:
+        finished = self.get("rate.requests_total")
+        held = self.in_system()
+        step = self.ds.step
+        out: list[float | None] = []
+        for i in range(self.n):
+            f, now, before = finished[i], held[i], held[i - 1] if i else None
+            if f is None or now is None or before is None:
+                out.append(None)
+            else:  # a restart drops what the server held without finishing it: never below 0
+                out.append(max(f + (now - before) / step, 0.0))
+        return tuple(out)
+
+    def completed(self) -> Values:
+        """Requests finished without an abort, per second."""
+        ok = tuple(None if a is None else a - (b or 0.0)
+                   for a, b in zip(self.get("rate.requests_total"), self.get("rate.aborted_requests_total")))
+        return _map(ok, lambda v: max(v, 0.0))
+
+    def per_completed(self, counter: str) -> tuple[Values, Values]:
+        return self.get(f"rate.{counter}"), self.completed()
+
+    def cache_hit(self) -> tuple[Values, Values] | Values:
+        """Cached over prompt tokens where the counter was read (parts), else the servers' gauge."""
+        if self.has("rate.cached_tokens_total"):
+            return self.get("rate.cached_tokens_total"), self.get("rate.prompt_tokens_total")
+        roles = ["prefill"] if self.pd else self.answering
+        return self.load_max("cache_hit_rate", roles)
+
+    def decode_speed(self) -> tuple[Values, Values]:
+        """Tokens per second each running request gets: gen_throughput / num_running_reqs (parts)."""
+        return self.load("gen_throughput"), self.load("num_running_reqs")
+
+    def sli_mean(self, sli: str) -> Values:
+        tr = self.tracks.get(sli)
+        return tr.mean_step if tr is not None and tr.spec.latency else self.none
+
+    def queue_wait(self, roles: Sequence[str]) -> Values:
+        """Mean wait before the first forward: SGLang's queue_time histogram where it was read, else by
+        Little's law from the queue length and the arrival rate."""
+        measured = [self.get(f"queue_time.{r}") for r in roles if self.has(f"queue_time.{r}")]
+        if measured:
+            return tuple(max((v for v in vals if v is not None), default=None) for vals in zip(*measured))
+        return _ratio(self.load("num_queue_reqs", roles), self.arrivals(), 1e-6)
+
+    def stage(self, role: str, stage: str, gauge: str | None = None) -> Column:
+        """Mean seconds of a scheduler stage: its histogram where read, else Little's law on the gauge that
+        counts the requests in it (as parts: requests in the stage / arrivals)."""
+        if self.has(f"stage.{role}.{stage}"):
+            return self.get(f"stage.{role}.{stage}")
+        if gauge is None:
+            return self.none
+        return self.load(gauge, [role]), self.arrivals()
+
+    def prefill_time(self) -> Column:
+        """Prefill compute per request: the prefill_forward stage where read; in PD by Little's law on the
+        prefill server's running requests; on a mixed server TTFT minus the queue wait."""
+        if self.pd:
+            return self.stage("prefill", STAGE_PREFILL_FORWARD, "num_running_reqs")
+        for role in self.answering:
+            if self.has(f"stage.{role}.{STAGE_PREFILL_FORWARD}"):
+                return self.get(f"stage.{role}.{STAGE_PREFILL_FORWARD}")
+        ttft, wait = self.sli_mean("ttft"), self.queue_wait(self.answering)
+        return tuple(None if a is None else max(a - (b or 0.0), 0.0) for a, b in zip(ttft, wait))
+
+    def kv_per_running(self) -> tuple[Values, Values]:
+        """KV cache share per running request (parts): flat when usage only follows the number running
+        (Little's law); up when the same requests fill more of it (the cache shrank)."""
+        return self.load_max("token_usage"), self.load("num_running_reqs")
+
+    def gateway_failed_share(self) -> Values:
+        """Share of the gateway's requests that failed (the availability SLI's bad events) per step."""
+        tr = self.tracks.get("availability")
+        return tr.bad_step if tr is not None else self.none
+
+
+def pd_stages(d: Derive) -> list[tuple[str, str, Column]]:
+    """The parts of a PD request's TTFT, in the order it passes them: (key, label, mean seconds)."""
+    return [
+        ("pd.bootstrap", "bootstrap and decode KV preallocation (prefill_bootstrap)",
+         d.stage("prefill", STAGE_PREFILL_BOOTSTRAP, "num_prefill_bootstrap_queue_reqs")),
+        ("pd.prefill_queue", "prefill queueing (queue_time, prefill)", d.queue_wait(["prefill"])),
+        ("pd.prefill", "prefill compute (prefill_forward)", d.prefill_time()),
+        ("pd.transfer", "KV transfer (prefill_transfer_kv_cache)",
+         d.stage("prefill", STAGE_PREFILL_TRANSFER, "num_prefill_inflight_queue_reqs")),
+        ("pd.decode_queue", "decode queueing (queue_time, decode)",
+         d.stage("decode", STAGE_DECODE_WAITING) if d.has(f"stage.decode.{STAGE_DECODE_WAITING}")
+         else d.queue_wait(["decode"])),
+    ]
+
+
+def ratio_signal(key: str, label: str, side: str, unit: str, parts: Column, worse: int = 1,
+                 min_den: float = 1e-9) -> Signal:
+    """A signal from (numerator, denominator) columns, or from plain values."""
+    if parts and isinstance(parts[0], tuple):  # a Values column holds numbers, parts hold two columns
+        num, den = parts  # type: ignore[misc]
+        return Signal(key, label, side, unit, _ratio(num, den, min_den), worse, (num, den), min_den)
+    return Signal(key, label, side, unit, parts, worse)  # type: ignore[arg-type]
+
+
+def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:
+    """Every signal the dataset can give, by key (a signal with no value anywhere is left out)."""
+    d = Derive(ds, tracks)
+    out: list[Signal] = [
+        Signal("arrivals", "arrival rate", DEMAND, "req/s", d.arrivals()),
+        ratio_signal("prompt_len", "prompt length", DEMAND, "tokens", d.per_completed("prompt_tokens_total")),
+        ratio_signal("output_len", "output length", DEMAND, "tokens", d.per_completed("generation_tokens_total")),
+        ratio_signal("cache_hit", "prefix-cache hit rate", DEMAND, "ratio", d.cache_hit(), worse=-1),
+        ratio_signal("decode_speed", "per-request decode speed", CAPACITY, "tokens/s", d.decode_speed(),
+                     worse=-1, min_den=MIN_RUNNING),
+        Signal("itl_mean", "ITL (mean)", CAPACITY, "s", d.sli_mean("itl")),
+        ratio_signal("prefill_time", "prefill time per request", CAPACITY, "s", d.prefill_time(),
+                     min_den=MIN_ARRIVALS),
+        Signal("accept_length", "speculative accept length", CAPACITY, "tokens", d.load_max("spec_accept_length"),
+               worse=-1),
+        Signal("retractions", "retracted requests", EVENT, "req/s", d.get("rate.retracted_total")),
+        ratio_signal("kv_per_running", "KV cache per running request", CAPACITY, "ratio", d.kv_per_running(),
+                     min_den=MIN_RUNNING),
+        Signal("temperature", "accelerator temperature (hottest chip)", CAPACITY, "°C", d.get("accel.temperature_max")),
+        Signal("hbm", "accelerator HBM used (fullest chip)", CAPACITY, "ratio", d.get("accel.memory_ratio_max")),
+        Signal("unhealthy", "accelerator chips not healthy", EVENT, "chips", d.get("accel.unhealthy")),
+        Signal("kv_transfer_latency", "PD KV transfer time (mean)", CAPACITY, "ms", d.get("kv_transfer_latency")),
+        Signal("transfer_failed", "PD KV transfer failures", EVENT, "req/s", d.get("rate.transfer_failed_total")),
+        Signal("bootstrap_failed", "PD bootstrap failures", EVENT, "req/s", d.get("rate.bootstrap_failed_total")),
+        Signal("router_errors", "gateway request errors", EVENT, "1/s", d.get("router_errors")),
+        Signal("gateway_failed", "gateway failed requests (availability SLI)", EVENT, "ratio", d.gateway_failed_share()),
+        Signal("restarts", "restarts (counter resets)", EVENT, "count", d.get("restarts")),
+        Signal("targets_down", "targets down", EVENT, "targets", d.get("targets_down")),
+        Signal("tpot_mean", "TPOT (mean)", SYMPTOM, "s", d.sli_mean("tpot")),
+        Signal("ttft_mean", "TTFT (mean)", SYMPTOM, "s", d.sli_mean("ttft")),
+        Signal("running", "running requests", CONSEQUENCE, "requests", d.load("num_running_reqs")),
+        Signal("queued", "queued requests", CONSEQUENCE, "requests", d.load("num_queue_reqs", d.answering + (
+            ["prefill"] if d.pd else []))),
+        Signal("token_usage", "KV token usage", CONSEQUENCE, "ratio", d.load_max("token_usage")),
+        Signal("finished", "finished requests rate", CONSEQUENCE, "req/s", d.get("rate.requests_total")),
+        Signal("throughput", "generation throughput", CONSEQUENCE, "tokens/s", d.load("gen_throughput")),
+        Signal("utilization", "accelerator utilization (mean)", CONSEQUENCE, "ratio", d.get("accel.utilization_mean")),
+        Signal("power", "accelerator power (mean)", CONSEQUENCE, "W", d.get("accel.power_mean")),
+        Signal("aborted", "aborted requests rate", CONSEQUENCE, "req/s", d.get("rate.aborted_requests_total")),
+    ]
+    if d.pd:
+        out += [ratio_signal(k, label, CONSEQUENCE, "s", col, min_den=MIN_ARRIVALS) for k, label, col in pd_stages(d)]
+    return {s.key: s for s in out if any(v is not None for v in s.values)}

@@ -1,0 +1,81 @@
+"""The verdict reasons from demand and capacity: synthetic deployments with one mechanism each (the incident
+lab, test_incident_lab.py, runs the emulator's)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from monitor.analyze.diagnose import (
+    ACCELERATOR_UNHEALTHY,
+    DECODE_SLOWDOWN,
+    GATEWAY_ERRORS,
+    HEALTHY,
+    OVERLOAD,
+    UNEXPLAINED,
+)
+from monitor.analyze.model import Dataset, SliSpec
+from monitor.analyze.report import analyze
+from monitor.slo.histogram import Hist
+from tests.analyze.test_baseline import STEP, N, _dataset
+
+
+def _engine(slow_at: int | None, busy_at: int | None, **extra: list[float | None]) -> Dataset:
+    """A mixed server: arrivals 2/s, 10 s per request (20 running, 40 tokens/s each); a slowdown halves the
+    speed (Little's law: 40 running), an overload doubles arrivals (40 running, more finished and tokens)."""
+    fin, run, thr = [], [], []
+    rnd = random.Random(7)
+    for i in range(N):
+        arrivals = 4.0 if busy_at is not None and i >= busy_at else 2.0
+        speed = 20.0 if slow_at is not None and i >= slow_at else 40.0
+        running = arrivals * (400 / speed)  # 400 tokens per request
+        jitter = 1 + 0.03 * rnd.uniform(-1, 1)
+        fin.append(arrivals * jitter)
+        run.append(running * jitter)
+        thr.append(running * speed * jitter)
+    q = [0.0] * N
+    return _dataset(fin, load__server__num_running_reqs=run, load__server__gen_throughput=thr,
+                    load__server__num_queue_reqs=q, **extra)
+
+
+@pytest.mark.parametrize(("slow_at", "busy_at", "want", "cause"), [
+    (None, None, HEALTHY, None),
+    (80, None, DECODE_SLOWDOWN, "decode_speed"),
+    (None, 80, OVERLOAD, "arrivals"),
+])
+def test_the_verdict_tells_a_slower_engine_from_more_demand(slow_at, busy_at, want, cause):
+    rep = analyze(_engine(slow_at, busy_at), 600, 1190, 60)
+    v = rep.verdict
+    assert v.mechanism == want, v.headline
+    assert (v.cause.signal.key if v.cause else None) == cause
+    if want != HEALTHY:
+        assert v.cause.changed_at == pytest.approx(800, abs=30)
+        cause_text, after = v.headline.split(" -> ", 1)
+        assert "running requests" in after and "rose as a consequence" in after and "running" not in cause_text
+
+
+
+@pytest.mark.parametrize(("key", "unit", "want"), [
+    ("router_errors", "1/s", GATEWAY_ERRORS), ("accel.unhealthy", "chips", ACCELERATOR_UNHEALTHY)])
+def test_events_are_named_from_when_they_began(key, unit, want):
+    events = [0.0] * 85 + [2.0] * 20 + [0.0] * (N - 105)
+    ds = _engine(None, None, **{key.replace(".", "__"): events})
+    rep = analyze(ds, 600, 1190, 60)
+    assert rep.verdict.mechanism == want and rep.verdict.cause.changed_at == 850, rep.verdict.headline
+
+
+def test_a_breach_without_a_demand_or_capacity_change_is_unexplained_with_low_confidence():
+    ds = _engine(None, None)
+    good = bad = 0.0
+    hists = []
+    for i in range(N):  # half the events slow from step 90: nothing else moved
+        bad += 50 if i >= 90 else 0
+        good += 50 if i >= 90 else 100
+        hists.append(Hist((0.05, 0.1, float("inf")), (good, good + bad, good + bad), 0.04 * good + 0.08 * bad,
+                          good + bad))
+    ds = Dataset(ds.deployment, ds.source, ds.times, STEP, {"tpot": tuple(hists)}, ds.series,
+                 {"tpot": SliSpec("tpot", 0.05, 0.99)})
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert v.mechanism == UNEXPLAINED and v.confidence == "low" and v.cause is None
+    assert "TPOT breached" in v.headline
