@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import FAILED
 from tests.e2e.stack import AVAILABILITY, GATEWAYS, TIME_SCALE, Stack, start_stack, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -33,6 +34,16 @@ def stack(tmp_path_factory) -> Stack:
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps({"time_scale": TIME_SCALE, "breach_to_page_seconds": LATENCIES}, indent=1))
         print(f"\nbreach-to-page latency (time scale {TIME_SCALE}): {LATENCIES}")
+
+
+@pytest.fixture(autouse=True)
+def _incident_cleared(request, stack: Stack):
+    """A test that fails with its incident still injected must not page the tests after it: clear and settle."""
+    yield
+    if request.node.stash.get(FAILED, False):
+        stack.clear()
+        for dep in ("mixed-a", "pd-b"):
+            settle(stack, dep)
 
 
 def pages(stack: Stack, since: float, status: str = "firing", **labels: str) -> list:
@@ -146,8 +157,9 @@ def test_tpot_regression_pages_that_deployment_only_and_resolves(stack):
     LATENCIES["tpot_regression"] = round(t_page - t0, 2)
     ann = alert["annotations"]
     assert ann["deployment"] == "mixed-a" and ann["sli"] == "tpot" and ann["target_seconds"] == "0.04"
-    # Whichever page pair fires first (1h/5m at 14.4x or 6h/30m at 6x), its value is over its threshold.
-    assert float(ann["burn_rate"]) > float(alert["labels"]["burn_rate_threshold"]) and "mixed-a" in ann["summary"]
+    # Whichever page pair fires first (1h/5m at 14.4x or 6h/30m at 6x), its value is over its threshold. The
+    # annotation prints it with two decimals: on a young stack the 6h burn crosses 6 slowly, so 6.003 reads "6.00".
+    assert float(ann["burn_rate"]) >= float(alert["labels"]["burn_rate_threshold"]) and "mixed-a" in ann["summary"]
     assert alert["labels"]["severity"] == "page"
     # The sidecar sees the same breach in its own series.
     dep = next(d for d in stack.status()["deployments"] if d["name"] == "mixed-a")
