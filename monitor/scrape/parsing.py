@@ -1,15 +1,19 @@
 """Where a scraped body is parsed: on the event loop, in a thread beside it, or in a worker process.
 
-- Up to `sidecar.parse_inline_max_bytes` (256 KiB; a one-scheduler server's 100 kB parses in ~1 ms): on
-  the event loop, where nothing is spent handing it over.
-- Up to `sidecar.parse_process_min_bytes` (4 MiB; a 32-DP-rank server's 1.5 MB takes ~3 ms): in a thread.
-  The parse holds the GIL, but Python hands it back to the event loop every 5 ms (sys.getswitchinterval),
-  so /healthz and the other targets' replies are not queued behind a deployment's eight parses; nothing
-  is copied, so it costs no more CPU than parsing on the loop (bench/RESULTS.md has both).
-- Larger (a 50 MB target parses for ~100 ms at best, seconds when most of it is wanted): in a pool of
-  worker processes, so a long C-level step (one regex over the whole body holds the GIL throughout)
-  cannot stall the loop, and the parse runs on another core. A worker that dies is replaced; the scrape
-  that was on it fails with the reason.
+- Up to `sidecar.parse_inline_max_bytes` (4 MiB; a 32-DP-rank server's 1.5 MB parses in ~3-5 ms, an
+  8 DP x 8 TP one's 2.9 MB in ~8 ms): on the event loop, where nothing is spent handing it over. Each
+  parse is one step of its scrape's task, so /healthz and the other targets' replies wait at most for
+  the parse running when they arrive (the parses of one deployment's eight targets are eight steps,
+  not one). Measured side by side (bench/RESULTS.md, docs/scale-out.md): a thread costs ~0.7 ms more
+  per 1.5 MB scrape (future, wake-ups, GIL hand-over: 7 % of the sidecar's CPU per scrape), and at 400
+  such targets it gave a higher /healthz p99 than parsing on the loop, not a lower one.
+- Between the two limits (empty by default; a config can lower `parse_inline_max_bytes`), and when
+  there are no worker processes: in a thread. The parse holds the GIL, but Python hands it back to the
+  event loop every 5 ms (sys.getswitchinterval); nothing is copied.
+- From `sidecar.parse_process_min_bytes` (4 MiB; a 50 MB target parses for ~100 ms at best, seconds
+  when most of it is wanted): in a pool of worker processes, so a long C-level step (one regex over the
+  whole body holds the GIL throughout) cannot stall the loop, and the parse runs on another core. A
+  worker that dies is replaced; the scrape that was on it fails with the reason.
 """
 
 from __future__ import annotations
