@@ -18,6 +18,7 @@ configured, and an error shows the first bytes of a body only when it came from 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import time
 from collections.abc import Awaitable
@@ -93,6 +94,7 @@ class FetchResult(NamedTuple):
         return None if self.body is None else self.body.decode("utf-8")
 
 
+@functools.lru_cache(maxsize=4096)  # asked once per scrape of each target: parsing the URL again is CPU for nothing
 def is_loopback(url: str) -> bool:
     """Whether `url` names this host (127.0.0.0/8, ::1, localhost): no network between the two ends."""
     host = URL(url).host or ""
