@@ -33,7 +33,8 @@ def big_text(kind: str, scale: float = 1.0) -> str:
         line = 'vllm_like_metric{model_name="meta-llama/Llama-3.1-8B-Instruct",engine_type="unified",idx="%d"} 1.0\n'
         return "".join(line % i for i in range(int(500_000 * scale)))
     head = "# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n"
-    line = 'sglang:num_running_reqs{engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",tp_rank="%d"} 1.0\n'
+    # Short lines: 1M of them stay under the 64 MiB body limit, so the series limit is what stops the scrape.
+    line = 'sglang:num_running_reqs{engine_type="u",tp_rank="%d"} 1\n'
     return head + "".join(line % i for i in range(int(1_000_000 * scale)))
 
 

@@ -301,7 +301,8 @@ def render(results: list[dict]) -> str:
     pin = "sidecar (and its parser workers) pinned to core 0, target server to core 1" if big["pinned"] else "not pinned"
     out = [f"The 32-DP-rank exposition ({big['mb']:.2f} MB, distinct pids per target), {PER_DEPLOYMENT} targets per "
            f"deployment, every {big['interval']:g} s, {big['cycles']} measured cycles after 2 warm-up cycles; {pin}; "
-           "shipped settings (bodies up to 4 MiB are parsed on the event loop, larger ones in worker processes).", "",
+           "shipped settings (bodies of 256 KiB to 4 MiB are parsed in a thread beside the event loop, or on it "
+           "when no other parse ran in the last 50 ms; larger ones in worker processes).", "",
            markdown(["targets", "deployments", "MB/s scraped", "CPU share of one core",
                      "cycle p50 / p99 / max s", "/healthz p50 / p99 / max ms", "RSS MB", "parsed in workers", "longest GC pause ms (GCs)",
                      "failed targets"], rows)]

@@ -300,7 +300,8 @@ class SidecarSettings(_Strict):
     series_limit: int | None = Field(default=50_000, ge=1)
     # Where a scraped body is parsed (monitor/scrape/parsing.py): up to parse_inline_max_bytes on the event
     # loop; from parse_process_min_bytes in a pool of parse_workers processes (None: os.cpu_count(); 0:
-    # none); in between, and when there are no processes, in a thread beside the loop.
+    # none); in between, and when there are no processes, in a thread beside the loop (on the loop when
+    # it is the only parse in a while: the hand-over costs more than it gives back then).
     parse_inline_max_bytes: int = Field(default=256 * 1024, ge=0)
     parse_process_min_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
     parse_workers: int | None = Field(default=None, ge=0)

@@ -2,10 +2,14 @@
 
 - Up to `sidecar.parse_inline_max_bytes` (256 KiB; a one-scheduler server's 100 kB parses in ~1 ms): on
   the event loop, where nothing is spent handing it over.
-- Up to `sidecar.parse_process_min_bytes` (4 MiB; a 32-DP-rank server's 1.5 MB takes ~3 ms): in a thread.
-  The parse holds the GIL, but Python hands it back to the event loop every 5 ms (sys.getswitchinterval),
-  so /healthz and the other targets' replies are not queued behind a deployment's eight parses; nothing
-  is copied, so it costs no more CPU than parsing on the loop (bench/RESULTS.md has both).
+- Up to `sidecar.parse_process_min_bytes` (4 MiB; a 32-DP-rank server's 1.5 MB takes ~3-5 ms): in a
+  thread when other parses ran in the last `LONE_PARSE_SECONDS` (one deployment's eight targets answer
+  together): the parse holds the GIL, but Python hands it back to the event loop every 5 ms
+  (sys.getswitchinterval), so /healthz and the other targets' replies are not queued behind eight
+  parses. A lone body (the thread idle, no parse in that time: a sidecar of a few servers, or a fleet's
+  quiet moments) is parsed on the loop instead, which blocks it for one parse only: the hand-over
+  (future, wake-ups, GIL hand-over) cost ~0.6 ms of the ~9 ms the sidecar spends per 1.5 MB scrape,
+  measured side by side (bench/RESULTS.md has the live CPU per scrape).
 - Larger (a 50 MB target parses for ~100 ms at best, seconds when most of it is wanted): in a pool of
   worker processes, so a long C-level step (one regex over the whole body holds the GIL throughout)
   cannot stall the loop, and the parse runs on another core. A worker that dies is replaced; the scrape
@@ -16,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import multiprocessing
 import os
+import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -26,6 +32,8 @@ from monitor.parse.exposition import Exposition, Limits, parse
 from monitor.parse.job import from_wire, parse_job
 
 log = logging.getLogger(__name__)
+
+LONE_PARSE_SECONDS = 0.05  # a mid-size body with no other parse this recent is parsed on the event loop
 
 
 class ParserDied(Exception):
@@ -42,6 +50,9 @@ class ParserPool:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="parse")
         self.offloaded = 0  # bodies parsed in a worker process
         self.threaded = 0  # bodies parsed in the thread
+        self.lone = 0  # mid-size bodies parsed on the loop, no other parse being recent
+        self._in_thread = 0  # bodies handed to the thread and not back yet
+        self._last_end = -math.inf  # monotonic time the latest parse of a mid-size body ended
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._processes is None:
@@ -57,8 +68,22 @@ class ParserPool:
             return parse(body, wanted, content_type=content_type, count_families=count_families, limits=limits)
         loop = asyncio.get_running_loop()
         if size < self.process_min or self.workers == 0:
+            if (size < self.process_min and not self._in_thread
+                    and time.monotonic() - self._last_end >= LONE_PARSE_SECONDS):
+                self.lone += 1
+                try:
+                    return parse(body, wanted, content_type=content_type, count_families=count_families,
+                                 limits=limits)
+                finally:
+                    self._last_end = time.monotonic()
             self.threaded += 1
-            return await loop.run_in_executor(self._thread, _parse, body, wanted, content_type, count_families, limits)
+            self._in_thread += 1
+            try:
+                return await loop.run_in_executor(self._thread, _parse, body, wanted, content_type, count_families,
+                                                  limits)
+            finally:
+                self._in_thread -= 1
+                self._last_end = time.monotonic()
         self.offloaded += 1
         try:
             wire = await loop.run_in_executor(self._executor(), parse_job, body, wanted, content_type,

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from monitor.conventions import LOOP_STALE_INTERVALS
+from monitor.fetch import bounded
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ async def sleep(stop: asyncio.Event, seconds: float) -> None:
     """Wait up to `seconds` (none when not positive), returning at once when `stop` is set."""
     if seconds > 0:
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), seconds)
+            await bounded(stop.wait(), seconds)
 
 
 @dataclass

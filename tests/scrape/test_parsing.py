@@ -41,8 +41,14 @@ def test_a_worker_process_or_the_thread_gives_the_same_exposition_as_parsing_in_
     here = parse(body, W, count_families=False)
     got, pool = run_pool(0, jobs)
     assert (pool.offloaded, pool.threaded) == (1, 0) and got == here
-    got, pool = run_pool(0, jobs, process_min=len(body) + 1)
-    assert (pool.offloaded, pool.threaded) == (0, 1) and got == here
+    got, pool = run_pool(0, jobs, process_min=len(body) + 1)  # a lone body: parsed on the loop
+    assert (pool.offloaded, pool.threaded, pool.lone) == (0, 0, 1) and got == here
+
+    async def burst(pool):  # one deployment's targets answering together: the first on the loop, the rest beside it
+        return await asyncio.gather(*(jobs(pool) for _ in range(3)))
+
+    got, pool = run_pool(0, burst, process_min=len(body) + 1)
+    assert (pool.offloaded, pool.threaded, pool.lone) == (0, 2, 1) and got == [here] * 3
     got, pool = run_pool(len(body), jobs)
     assert (pool.offloaded, pool.threaded) == (0, 0) and got == here
 
