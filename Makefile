@@ -40,7 +40,7 @@ demo: $(STAMP) gateways
 
 test: $(STAMP) gateways
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -ra
+	$(BIN)/pytest -q -ra --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

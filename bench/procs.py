@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from monitor.emulate.topology import find_free_port as free_port  # noqa: F401 - re-exported; outside the ephemeral range
 from tests.procs import stop  # terminate, then kill: one helper for tests and benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def cpu_seconds(pid: int) -> float:

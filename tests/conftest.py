@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
+
+from monitor.emulate.topology import find_free_port as free_port  # noqa: F401 - re-exported; outside the ephemeral range
 
 ROOT = Path(__file__).resolve().parents[1]
 # Real output of the systems the sidecar observes, committed with the project (tests/fixtures/real/README.md).
@@ -38,12 +39,6 @@ def strict_json(text: str):
         raise ValueError(f"not JSON: {name}")
 
     return json.loads(text, parse_constant=refuse)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -122,11 +122,17 @@ async def _start_routers(emulator: Any, cfg: Config, tmp: Path, gateway: str) ->
         return {}, [line]
 
     async def one(name: str) -> tuple[str, Any]:
-        try:
-            return name, await asyncio.to_thread(launch_router, emulator.layout.deployment(name),
-                                                 log_path=tmp / f"gateway-{name}.log", gateway=gw)
-        except Exception as err:  # noqa: BLE001 - the demo goes on without this gateway, and says so on screen
-            return name, err
+        # Twelve gateways starting at once on two cores: one that is slow or loses a race for its port gets a
+        # second try before the demo goes on without it.
+        err: Exception | None = None
+        for attempt in range(2):
+            try:
+                return name, await asyncio.to_thread(launch_router, emulator.layout.deployment(name),
+                                                     log_path=tmp / f"gateway-{name}.log", gateway=gw)
+            except Exception as e:  # noqa: BLE001 - the demo goes on without this gateway, and says so on screen
+                err = e
+                log.warning("gateway for %s did not start (attempt %d): %s", name, attempt + 1, e)
+        return name, err
 
     results = dict(await asyncio.gather(*(one(d.name) for d in cfg.deployments)))
     routers = {n: r for n, r in results.items() if not isinstance(r, Exception)}

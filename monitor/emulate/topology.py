@@ -221,11 +221,26 @@ def localize(config: Config, base_port: int, request_log_dir: str | None = None)
     return config.model_copy(update={"deployments": deployments})
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux default 32768-60999)."""
+    try:
+        lo, hi = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())  # noqa: SIM115
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def find_free_base_port(count: int, attempts: int = 200) -> int:
-    """A random base port whose `count` consecutive ports are all free right now (tests and demos)."""
+    """A random base port whose `count` consecutive ports are all free right now (tests and demos).
+
+    Chosen below the kernel's ephemeral range where there is room: a port free now inside that range can be
+    taken, before the emulator or a gateway binds it, by any outgoing connection on the machine (a scrape, a
+    gateway's connection to its workers), and the listener then fails to start."""
     rng = random.SystemRandom()
+    lo, _ = _ephemeral_range()
+    start, stop = (10000, lo - count) if lo - count - 10000 >= 20 * count else (1024, 65535 - count)
     for _ in range(attempts):
-        base = rng.randrange(20000, 60000 - count)
+        base = rng.randrange(start, stop)
         socks = []
         try:
             for p in range(base, base + count):
@@ -239,3 +254,8 @@ def find_free_base_port(count: int, attempts: int = 200) -> int:
             for s in socks:
                 s.close()
     raise RuntimeError(f"no {count} consecutive free ports on {HOST}")
+
+
+def find_free_port() -> int:
+    """One free port for a listener a test or benchmark starts (outside the ephemeral range, as above)."""
+    return find_free_base_port(1)

@@ -75,3 +75,15 @@ def test_recipe_importer_launch_shape_is_read():
     assert (decode.role, decode.dp_size, decode.enable_dp_attention) == ("decode", 16, True)
     assert decode.speculative_num_draft_tokens == 4
     assert decode.rank_labels(3)[0] == {"tp_rank": "3", "pp_rank": "0", "moe_ep_rank": "0", "dp_rank": "3"}
+
+
+def test_free_ports_are_chosen_below_the_kernels_ephemeral_range():
+    # A port inside the ephemeral range that is free now can be taken by any outgoing connection before the
+    # gateway binds it (the demo lost a gateway that way on a loaded CI machine).
+    from monitor.emulate.topology import _ephemeral_range, find_free_base_port, find_free_port
+
+    lo, _ = _ephemeral_range()
+    for _ in range(50):
+        base = find_free_base_port(55)
+        assert base + 55 <= lo
+        assert find_free_port() < lo

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
+from monitor.emulate.topology import find_free_port as _free_port  # outside the ephemeral range
 from tests.procs import running  # start, wait until it answers, always stop
 
 PROMETHEUS = "prometheus"
@@ -26,12 +26,6 @@ class LabPrometheusError(RuntimeError):
 
 def available() -> bool:
     return bool(shutil.which(PROMETHEUS) and shutil.which(PROMTOOL))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def backfill(openmetrics: Path, tsdb: Path) -> None:
