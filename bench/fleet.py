@@ -9,6 +9,8 @@ deployment with the shipped settings; this process measures from outside while t
   /proc/*/task/*/schedstat) over the measured cycles / wall time. 1.0 is one core.
 - cycle time: each deployment's scrape-and-snapshot time in each interval (`deployment_cycle_seconds`).
 - /healthz latency: a GET every 100 ms from here, over the measured cycles.
+- event-loop lag: inside the sidecar, how late a timer due every 20 ms runs (what any request waits for at
+  least); with the /healthz column it tells the sidecar's own stalls from the poller's and the machine's.
 - RSS: VmRSS of the sidecar and its parser workers after the live cycles.
 
 Then, at the largest size, the child moves its clock forward without waiting: 6 h of 5 s snapshots for
@@ -78,15 +80,28 @@ def _gc_pauses() -> list[float]:
     return pauses
 
 
+async def _loop_lag(stop: asyncio.Event, lags: list[float], period: float = 0.02) -> None:
+    """How late the event loop runs a timer due every `period` s: what a /healthz request waits for at
+    least, measured inside the sidecar (the poller's own latency adds the client's side and the kernel's)."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        due = loop.time() + period
+        await asyncio.sleep(period)
+        lags.append(max(loop.time() - due, 0.0))
+
+
 async def _live(sidecar, warm: int, cycles: int) -> dict[str, object]:
     scraper = sidecar.scraper
     stop = asyncio.Event()
     cycle_s: list[float] = []
     pauses = _gc_pauses()
+    lags: list[float] = []
+    lag_task = asyncio.create_task(_loop_lag(stop, lags))
 
     def on_cycle(_now: float) -> None:
         if scraper.cycles == warm:
             pauses.clear()
+            lags.clear()
             _say("LIVE-START")
         elif scraper.cycles > warm:
             cycle_s.extend(scraper.deployment_cycle_seconds.values())
@@ -95,6 +110,7 @@ async def _live(sidecar, warm: int, cycles: int) -> dict[str, object]:
             stop.set()
 
     await scraper.run(stop, on_cycle)
+    await lag_task
     if os.environ.get("FLEET_GC_DEBUG"):
         import collections
         import gc
@@ -104,7 +120,8 @@ async def _live(sidecar, warm: int, cycles: int) -> dict[str, object]:
         print("TRACKED", sum(kinds.values()), kinds.most_common(25), file=sys.stderr, flush=True)
     failures = [s.last_error for s in sidecar.observations.statuses.values() if s.last_error]
     return {"cycle_seconds": cycle_s, "failures": len(failures), "first_failure": failures[0] if failures else None,
-            "offloaded": scraper.parser.offloaded, "threaded": scraper.parser.threaded, "gc_max": max(pauses, default=0.0), "gc_count": len(pauses)}
+            "offloaded": scraper.parser.offloaded, "threaded": scraper.parser.threaded, "gc_max": max(pauses, default=0.0), "gc_count": len(pauses),
+            "loop_lag": lags}
 
 
 def _simulate(sidecar, offset: list[float], hours: float, interval: float, text: str) -> dict[str, object]:
@@ -288,13 +305,14 @@ def render(results: list[dict]) -> str:
         return "not run"
     rows = []
     for r in results:
-        cyc, hz = r["cycle_seconds"], r["healthz"]
+        cyc, hz, lag = r["cycle_seconds"], r["healthz"], r.get("loop_lag") or [0.0]
         rows.append([str(r["targets"]), f"{r['targets'] // PER_DEPLOYMENT}",
                      f"{r['targets'] * r['mb'] / r['interval']:.0f}",
                      f"{r['cpu_share'] * 100:.0f} %",
                      f"{median(cyc):.2f} / {quantile(cyc, 0.99):.2f} / {max(cyc):.2f}",
                      f"{median(hz) * 1e3:.0f} / {quantile(hz, 0.99) * 1e3:.0f} / {max(hz) * 1e3:.0f}"
                      + (f" ({r['healthz_errors']} failed)" if r["healthz_errors"] else ""),
+                     f"{quantile(lag, 0.99) * 1e3:.0f} / {max(lag) * 1e3:.0f}",
                      f"{r['rss_live']:.0f}", str(r["offloaded"]), f"{r['gc_max'] * 1e3:.0f} ({r['gc_count']})",
                      str(r["failures"]) + (f" ({r['first_failure']})" if r["first_failure"] else "")])
     big = max(results, key=lambda x: x["targets"])
@@ -304,7 +322,7 @@ def render(results: list[dict]) -> str:
            "shipped settings (bodies of 256 KiB to 4 MiB are parsed in a thread beside the event loop, or on it "
            "when no other parse ran in the last 50 ms; larger ones in worker processes).", "",
            markdown(["targets", "deployments", "MB/s scraped", "CPU share of one core",
-                     "cycle p50 / p99 / max s", "/healthz p50 / p99 / max ms", "RSS MB", "parsed in workers", "longest GC pause ms (GCs)",
+                     "cycle p50 / p99 / max s", "/healthz p50 / p99 / max ms", "event-loop lag p99 / max ms", "RSS MB", "parsed in workers", "longest GC pause ms (GCs)",
                      "failed targets"], rows)]
     if "rss_6h" in big:
         out += ["", f"After {big['targets']} targets' live cycles, 6 h of windows on a simulated clock "
