@@ -221,13 +221,13 @@ def localize(config: Config, base_port: int, request_log_dir: str | None = None)
     return config.model_copy(update={"deployments": deployments})
 
 
-def _ephemeral_range() -> tuple[int, int]:
-    """The kernel's range for outgoing connections' local ports (Linux default 32768-60999)."""
+def _ephemeral_low() -> int:
+    """The lowest local port the kernel gives outgoing connections (Linux default range 32768-60999)."""
     try:
-        lo, hi = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())  # noqa: SIM115
-        return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def find_free_base_port(count: int, attempts: int = 200) -> int:
@@ -237,7 +237,7 @@ def find_free_base_port(count: int, attempts: int = 200) -> int:
     taken, before the emulator or a gateway binds it, by any outgoing connection on the machine (a scrape, a
     gateway's connection to its workers), and the listener then fails to start."""
     rng = random.SystemRandom()
-    lo, _ = _ephemeral_range()
+    lo = _ephemeral_low()
     start, stop = (10000, lo - count) if lo - count - 10000 >= 20 * count else (1024, 65535 - count)
     for _ in range(attempts):
         base = rng.randrange(start, stop)

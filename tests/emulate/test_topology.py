@@ -80,9 +80,9 @@ def test_recipe_importer_launch_shape_is_read():
 def test_free_ports_are_chosen_below_the_kernels_ephemeral_range():
     # A port inside the ephemeral range that is free now can be taken by any outgoing connection before the
     # gateway binds it (the demo lost a gateway that way on a loaded CI machine).
-    from monitor.emulate.topology import _ephemeral_range, find_free_base_port, find_free_port
+    from monitor.emulate.topology import _ephemeral_low, find_free_base_port, find_free_port
 
-    lo, _ = _ephemeral_range()
+    lo = _ephemeral_low()
     for _ in range(50):
         base = find_free_base_port(55)
         assert base + 55 <= lo
