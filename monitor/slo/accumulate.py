@@ -21,7 +21,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 
-from monitor.slo.histogram import Hist, merge
+from monitor.slo.histogram import Hist, merge, project
 
 
 def hist_decreased(new: Hist, old: Hist) -> bool:
@@ -33,14 +33,13 @@ def hist_decreased(new: Hist, old: Hist) -> bool:
 
 
 def add(a: Hist, b: Hist) -> Hist:
-    """a + b, keeping a's edges where b has them (b's edges are a superset or equal)."""
-    if a.edges == b.edges:
-        cum = tuple(map(operator.add, a.cumulative, b.cumulative))
-        return Hist(a.edges, cum, a.sum + b.sum, a.count + b.count)
-    index = {e: i for i, e in enumerate(b.edges)}
-    edges = tuple(e for e in a.edges if e in index)
-    cum = tuple(a.cumulative[a.edges.index(e)] + b.cumulative[index[e]] for e in edges)
-    return Hist(edges, cum, a.sum + b.sum, a.count + b.count)
+    """a + b on a's edges: a is a series' raw value, b its offset. An offset on other edges (recorded by an
+    older sidecar across a relaunch with other buckets) is projected onto a's, never cut down to the edges
+    both share: that would lose the new edges for as long as the series lives."""
+    if a.edges != b.edges:
+        b = project(b, a.edges)
+    cum = tuple(map(operator.add, a.cumulative, b.cumulative))
+    return Hist(a.edges, cum, a.sum + b.sum, a.count + b.count)
 
 
 def negate(h: Hist) -> Hist:
@@ -61,7 +60,9 @@ class HistAccumulator:
         reset = self.last_raw is not None and hist_decreased(raw, self.last_raw)
         if reset:
             prev = self.adjusted()
-            self.offset = prev
+            # A relaunch with other buckets starts a new accumulation on the new edges; what the old process
+            # counted is carried as a constant projected onto them, so it cancels out of every later window.
+            self.offset = prev if prev is None or prev.edges == raw.edges else project(prev, raw.edges)
             self.resets += 1
         self.last_raw = raw
         return reset
@@ -113,7 +114,9 @@ class SeriesBook:
                 adjusted = acc.adjusted()
                 if adjusted is not None:
                     old = self.retired_hists.get(key[1])
-                    self.retired_hists[key[1]] = adjusted if old is None else merge([old, adjusted])
+                    # On the newer series' edges: retired totals on another layout must not narrow them.
+                    self.retired_hists[key[1]] = adjusted if old is None else merge(
+                        [project(old, adjusted.edges), adjusted])
                 gone.append(key)
         for key, sacc in list(self.scalars.items()):
             if sacc.seen < before:

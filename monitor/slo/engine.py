@@ -31,7 +31,7 @@ from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.parse.gateway import availability_samples, detect_gateway
 from monitor.slo.accumulate import SeriesBook
-from monitor.slo.histogram import Hist, merge
+from monitor.slo.histogram import Hist, common_edges, merge, project
 from monitor.slo.leading import leading_tpot
 from monitor.slo.load import aggregate, per_dp_rank
 from monitor.slo.state import (
@@ -45,7 +45,16 @@ from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
 RATE_WINDOW = 300.0
 LEADING_WINDOW = float(parse_duration(TPOT_LEADING_WINDOW))
+LAYOUT_NOTE_SECONDS = float(max(SIDECAR_WINDOWS.values()))  # a layout change is said while a window spans it
 EXPIRY_SWEEP_SECONDS = 60.0  # how often absent series are looked for (a pass over every accumulator)
+
+
+def layout_note(family: str, old: tuple[float, ...], new: tuple[float, ...]) -> str:
+    """What a target's warnings say after its server was relaunched with other bucket edges."""
+    added = ", ".join(f"{e:g}" for e in new if e not in old) or "none"
+    removed = ", ".join(f"{e:g}" for e in old if e not in new) or "none"
+    return (f"{family}: bucket layout changed (edges added: {added}; removed: {removed}): counted from here on "
+            f"the new edges; windows reaching back before the change read its earlier part interpolated")
 
 
 class DeploymentEngine:
@@ -63,6 +72,8 @@ class DeploymentEngine:
         self.resets: dict[str, int] = {}
         self._observed: dict[str, float] = {}  # target id -> its last scrape fed here
         self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
+        # target id -> (when, what): its latest change of bucket edges, said while a window reaches back over it
+        self._layout_notes: dict[str, tuple[float, str]] = {}
         self._now = 0.0  # the latest snapshot's time: a scrape's when none is given
         self._swept = 0.0
 
@@ -96,6 +107,8 @@ class DeploymentEngine:
             key = (tid, series.family, series.labels)
             acc = self.book.hist(key)
             acc.seen = now
+            if acc.last_raw is not None and acc.last_raw.edges != series.edges:
+                self._layout_notes[tid] = (now, layout_note(series.family, acc.last_raw.edges, series.edges))
             if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
                 resets += 1
             self._hist_keys[sli].add(key)
@@ -119,6 +132,12 @@ class DeploymentEngine:
             if found:
                 gauges[metric] = list(per_dp_rank(found).values())
         self._gauges[tid] = (target.role, gauges)
+        note = self._layout_notes.get(tid)
+        if note is not None:
+            if now - note[0] <= LAYOUT_NOTE_SECONDS:
+                warnings.append(note[1])
+            else:
+                del self._layout_notes[tid]
         self.warnings[tid] = warnings
         # A scrape with a reset also reports its new counts; count at most one reset per scrape.
         if resets:
@@ -222,7 +241,9 @@ class DeploymentEngine:
             adjusted = [h for h in (self.book.hists[k].adjusted() for k in keys) if h is not None]
             retired = self.book.retired_hists.get(SLI_FAMILIES[sli])
             if retired is not None:
-                adjusted.append(retired)
+                # Read on the live series' edges: series retired before a relaunch with other buckets must not
+                # narrow the merge to the edges both layouts share.
+                adjusted.append(project(retired, common_edges(adjusted)) if adjusted else retired)
             if adjusted:
                 hists[sli] = merge(adjusted)
         counters: dict[str, float] = {}

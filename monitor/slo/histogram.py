@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from collections.abc import Iterable, Sequence
@@ -47,6 +48,34 @@ def at_edges(h: Hist, edges: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(h.cumulative[index[e]] for e in edges)
 
 
+def project(h: Hist, edges: tuple[float, ...], how: str = "interp") -> Hist:
+    """`h` read at other bucket edges: exact where `h` has the edge; elsewhere interpolated linearly inside
+    `h`'s bucket as `good_ratio` does (from (0, 0) below the first edge, flat beyond the last finite one), or
+    its `floor` / `ceil` (the cumulative count at the next lower / higher edge of `h`: the bounds). Used when
+    a server was relaunched with other `--bucket-*` edges: what its old process counted is carried on the
+    new edges, so later windows are exact on them. Linear in `h`: projecting a difference is the
+    difference of the projections."""
+    if h.edges == edges:
+        return h
+    own = h.edges
+    cum = h.cumulative
+    out = []
+    for e in edges:
+        i = bisect.bisect_left(own, e)  # own[i] is the first edge >= e
+        if i < len(own) and own[i] == e:
+            out.append(cum[i])
+            continue
+        below = cum[i - 1] if i > 0 else 0.0
+        if i >= len(own) or own[i] == math.inf or how == "floor":
+            out.append(h.total if e == math.inf else below)
+        elif how == "ceil":
+            out.append(cum[i])
+        else:
+            lower_edge = own[i - 1] if i > 0 else 0.0
+            out.append(below + (cum[i] - below) * (e - lower_edge) / (own[i] - lower_edge))
+    return Hist(tuple(edges), tuple(out), h.sum, h.count)
+
+
 def merge(hists: Iterable[Hist]) -> Hist:
     """Sum histograms (servers, ranks, label sets) on their common edges. One series without a
     sum (NaN) makes the merged sum NaN: a mean over part of the counts would be wrong."""
@@ -68,17 +97,16 @@ def merge(hists: Iterable[Hist]) -> Hist:
     return Hist(edges, tuple(cum), sum(h.sum for h in hs), sum(h.count for h in hs))
 
 
-def delta(new: Hist, old: Hist | None) -> Hist:
-    """new - old on common edges. Callers pass reset-adjusted (monotone) histograms."""
+def delta(new: Hist, old: Hist | None, how: str = "interp") -> Hist:
+    """new - old on new's edges. Callers pass reset-adjusted (monotone) histograms. When the layout changed
+    in between (a relaunch with other buckets), `old` is projected onto the new edges (`project`, `how`):
+    exact on the edges both have, interpolated (or bounded, with floor/ceil) on the others."""
     if old is None:
         return new
-    if new.edges == old.edges:
-        cum = tuple(max(a - b, 0.0) for a, b in zip(new.cumulative, old.cumulative))
-        edges = new.edges
-    else:
-        edges = common_edges([new, old])
-        cum = tuple(max(a - b, 0.0) for a, b in zip(at_edges(new, edges), at_edges(old, edges)))
-    return Hist(edges, cum, max(new.sum - old.sum, 0.0), max(new.count - old.count, 0.0))
+    if new.edges != old.edges:
+        old = project(old, new.edges, how)
+    cum = tuple(max(a - b, 0.0) for a, b in zip(new.cumulative, old.cumulative))
+    return Hist(new.edges, cum, max(new.sum - old.sum, 0.0), max(new.count - old.count, 0.0))
 
 
 def quantile(q: float, h: Hist) -> float | None:

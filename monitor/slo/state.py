@@ -15,7 +15,7 @@ failed requests in the window (never below 0), as the generated rules compute it
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from monitor.config import Deployment
@@ -28,7 +28,7 @@ from monitor.conventions import (
     QUANTILES,
     SIDECAR_WINDOWS,
 )
-from monitor.slo.histogram import Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
+from monitor.slo.histogram import GoodRatio, Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
 from monitor.slo.leading import LeadingTPOT
 from monitor.slo.windows import SnapshotStore
 
@@ -103,16 +103,36 @@ def fix_flag_for(sli: str, target: float, edges: tuple[float, ...]) -> str | Non
     return f"{BUCKET_FLAGS[sli]} {values}"
 
 
+def parted_good_ratio(parts: Sequence[Hist], target: float) -> GoodRatio | None:
+    """The good ratio of a window counted in parts (one per bucket layout): good events add up, each part's
+    read on its own edges, with its own bounds. One part: `good_ratio` itself."""
+    if len(parts) == 1:
+        return good_ratio(parts[0], target)
+    ratios = [(good_ratio(p, target), p.total) for p in parts]
+    total = sum(n for _, n in ratios)
+    if not total > 0:
+        return None
+    known = [(gr, n) for gr, n in ratios if gr is not None]
+    return GoodRatio(sum(gr.value * n for gr, n in known) / total, sum(gr.lower * n for gr, n in known) / total,
+                     sum(gr.upper * n for gr, n in known) / total, all(gr.exact for gr, _ in known), total)
+
+
 def window_state(name: str, seconds: float, current: Hist, start: Hist | None, covered: float,
-                 target: float, objective: float) -> WindowState:
+                 target: float, objective: float, changes: Sequence[Hist] = ()) -> WindowState:
+    """One window from the cumulative histograms at its ends. `changes`: the values just before each change of
+    bucket edges inside the window (`SnapshotStore.layout_changes_between`): the window is then counted in
+    parts, each exact on its own edges, so the part after a relaunch with a target edge is exact and only the
+    part before it is interpolated (with bounds)."""
     d = delta(current, start)
-    gr = good_ratio(d, target)
+    ends = [start, *changes, current]
+    parts = [delta(b, a) for a, b in zip(ends, ends[1:])] if changes else [d]
+    gr = parted_good_ratio(parts, target)
     quants = {q: quantile(q, d) for q in QUANTILES}
     return WindowState(
         window=name,
         seconds=seconds,
         covered_seconds=covered,
-        events=d.total,
+        events=gr.events if gr else d.total,
         good_ratio=gr.value if gr else None,
         good_ratio_lower=gr.lower if gr else None,
         good_ratio_upper=gr.upper if gr else None,
@@ -213,8 +233,9 @@ def compute_sli_states(dep: Deployment, store: SnapshotStore, now: float,
             covered = now - start_snap.ts if start_snap else 0.0
             if start_snap is oldest and oldest is not None and oldest.ts > now - secs:
                 covered = now - oldest.ts
+            changes = store.layout_changes_between(sli, start_snap.ts, latest.ts)
             wins[wname] = window_state(wname, secs, current, start, min(covered, secs), target,
-                                       dep.objective)
+                                       dep.objective, changes)
         bp = store.budget_start(now, dep.period_seconds)
         then = bp.good.get(sli) if bp else None
         now_gt = good_total(current, target)

@@ -28,6 +28,16 @@ class BudgetPoint(NamedTuple):
     good: dict[str, tuple[float, float]]  # sli -> (cumulative good, cumulative total)
 
 
+class LayoutChange(NamedTuple):
+    """An SLI's merged histogram changed bucket edges at `ts` (a server relaunched with other `--bucket-*`
+    flags); `before` is its value in the snapshot just before, on the old edges. A window reaching back over
+    the change is counted in parts, each on its own edges (`slo.state.window_state`)."""
+
+    ts: float
+    sli: str
+    before: Hist
+
+
 class SnapshotStore:
     def __init__(
         self,
@@ -46,6 +56,7 @@ class SnapshotStore:
         self.fine: deque[Snapshot] = deque()
         self.coarse: deque[Snapshot] = deque()
         self.long: deque[BudgetPoint] = deque()
+        self.layout_changes: deque[LayoutChange] = deque()
 
     def __len__(self) -> int:
         return len(self.fine) + len(self.coarse)
@@ -59,6 +70,14 @@ class SnapshotStore:
             shift = snap.ts - latest.ts - self._last_gap()
             self._rebase(shift)
         snap = Snapshot(snap.ts, {k: compact(h) for k, h in snap.hists.items()}, snap.counters)
+        latest = self.latest()
+        if latest is not None:
+            for sli, h in snap.hists.items():
+                before = latest.hists.get(sli)
+                if before is not None and before.edges != h.edges:
+                    self.layout_changes.append(LayoutChange(snap.ts, sli, before))
+        while self.layout_changes and self.layout_changes[0].ts < snap.ts - self.coarse_horizon:
+            self.layout_changes.popleft()
         self.fine.append(snap)
         while self.fine and self.fine[0].ts < snap.ts - self.fine_horizon:
             old = self.fine.popleft()
@@ -86,6 +105,11 @@ class SnapshotStore:
         self.fine = deque(s._replace(ts=s.ts + shift) for s in self.fine)
         self.coarse = deque(s._replace(ts=s.ts + shift) for s in self.coarse)
         self.long = deque(p._replace(ts=p.ts + shift) for p in self.long)
+        self.layout_changes = deque(c._replace(ts=c.ts + shift) for c in self.layout_changes)
+
+    def layout_changes_between(self, sli: str, after: float, until: float) -> list[Hist]:
+        """The SLI's values just before each change of its bucket edges in (after, until], oldest first."""
+        return [c.before for c in self.layout_changes if c.sli == sli and after < c.ts <= until]
 
     def snapshots(self) -> Iterator[Snapshot]:
         yield from self.coarse

@@ -19,7 +19,7 @@ from tools.incident_lab.scenarios import EPOCH, INCIDENT_AT, SCENARIOS, by_name
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     if not available():
-        pytest.skip("prometheus/promtool are not installed")
+        pytest.fail("prometheus/promtool are not installed")
     work = tmp_path_factory.mktemp("incident-lab")
     run = run_lab(work)
     with serving(run.openmetrics, work, run.interval) as url:

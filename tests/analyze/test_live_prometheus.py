@@ -71,7 +71,7 @@ def prometheus_yml(config) -> str:
 @pytest.fixture()
 def live(tmp_path: Path):
     if not shutil.which(PROMETHEUS):
-        pytest.skip(f"{PROMETHEUS} is not installed")
+        pytest.fail(f"{PROMETHEUS} is not installed")
     with ThreadedEmulator() as te:
         (tmp_path / "prometheus.yml").write_text(prometheus_yml(te.emu.localized_config()))
         port = free_port()

@@ -224,7 +224,7 @@ def test_demo_profile_emulates_exactly_the_demo_config(services):
 def test_docker_compose_v1_validates_the_file(profile):
     exe = shutil.which("docker-compose")
     if exe is None:
-        pytest.skip("docker-compose is not installed (apt-get install docker-compose gives v1.29)")
+        pytest.fail("docker-compose is not installed (apt-get install docker-compose gives v1.29)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLO_MONITOR_", "GRAFANA_", "PROMETHEUS_"))}
     args = [exe, "-f", "docker-compose.yml"] + (["--profile", profile] if profile else []) + ["config", "-q"]
     res = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)

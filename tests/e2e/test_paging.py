@@ -25,7 +25,7 @@ def stack(tmp_path_factory) -> Stack:
     try:
         s = start_stack(tmp_path_factory.mktemp("stack"))
     except RuntimeError as err:
-        pytest.skip(str(err))
+        pytest.fail(f"the paging stack did not start: {err}")
     try:
         yield s
     finally:

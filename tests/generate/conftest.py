@@ -28,7 +28,7 @@ def run_tool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 def need(tool: str) -> None:
     if not Path(tool).exists():
-        pytest.skip(f"{tool} not installed")
+        pytest.fail(f"{tool} not installed (.ci/run installs it: apt-get install prometheus prometheus-alertmanager)")
 
 
 @pytest.fixture(scope="session")
