@@ -14,10 +14,10 @@ from monitor.conventions import ENGINE_ROLES
 from monitor.parse.exposition import Exposition
 from monitor.parse.families import HistogramError
 from monitor.parse.gateway import router_summary, split_workers, worker_address
+from monitor.redaction import redact
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
-from monitor.state import redact
 from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)

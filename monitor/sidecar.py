@@ -86,7 +86,7 @@ class Sidecar:
         engines = {dep.name: DeploymentEngine(dep) for dep in self.config.deployments}
         loaded = {}
         for dep in self.config.deployments:
-            saved = self.recording.book(dep.name)
+            saved = self.recording.book(dep.name, [t.id for t in dep.targets])
             loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon, end=now),
                                                          saved[1] if saved else None)
             self._say_future_rows(dep.name, now)

@@ -6,12 +6,12 @@ analyzer."""
 from __future__ import annotations
 
 import math
-import re
 
 from pydantic import BaseModel
 
 from monitor import __version__
 from monitor.config import Deployment
+from monitor.redaction import redact
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
 from monitor.slo.state import AvailabilityState, DeploymentState, SliState
@@ -191,14 +191,6 @@ def availability_status(a: AvailabilityState) -> AvailabilityStatus:
                                           requests=_f(w.events), failed=_f(w.failed), good_ratio=_f(w.good_ratio),
                                           burn_rate=_f(w.burn_rate)) for w in a.windows.values()],
     )
-
-
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-def redact(text: str | None) -> str | None:
-    """Drop `user:password@` from URLs: target credentials never reach /api/v1/status or logs."""
-    return None if text is None else _USERINFO.sub("***@", text)
 
 
 def target_status(t: TargetStatus) -> TargetStatusModel:

@@ -20,6 +20,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from monitor.redaction import redact_str
 from monitor.state import StatusResponse
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class _BadRequestLog(logging.LoggerAdapter):
         exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info else None
         if not isinstance(exc, HttpProcessingError):
             return False
-        reason = " ".join(str(exc).split())[:200]
+        reason = redact_str(" ".join(str(exc).split()))[:200]  # it may quote an Authorization header
         self.logger.log(level, "bad request from %s: %s", args[0] if args else "?", reason)
         return True
 

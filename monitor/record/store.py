@@ -20,7 +20,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -176,10 +176,13 @@ class Recording:
                                                     end if end is not None else 1e18)):
             yield ts, self._decode("snapshots", deployment, ts, data, _state)
 
-    def book(self, deployment: str) -> tuple[float, SeriesBook] | None:
+    def book(self, deployment: str, target_ids: Iterable[str] = ()) -> tuple[float, SeriesBook] | None:
+        """The latest accumulator book; its (redacted) target ids mapped back to `target_ids`."""
         q = "SELECT ts, book FROM books WHERE deployment = ?"
         row = next(self._rows("books", q, (deployment,)), None)
-        return None if row is None else (row[0], self._decode("books", deployment, row[0], row[1], book_from))
+        ids = list(target_ids)
+        return None if row is None else (row[0], self._decode("books", deployment, row[0], row[1],
+                                                              lambda d: book_from(d, ids)))
 
     def span(self, deployment: str) -> tuple[float, float] | None:
         q = "SELECT MIN(ts), MAX(ts) FROM snapshots WHERE deployment = ?"

@@ -401,3 +401,41 @@ def test_a_clock_stepping_back_does_not_pause_the_recording(tmp_path):
     rec = Recording(tmp_path / "rec.sqlite", readonly=True)
     assert [s.ts for s in rec.snapshots("d")] == [5000.0 - 3600, 5000.0]
     rec.close()
+
+
+def test_the_recording_keeps_no_url_secret_and_still_restores_the_windows(tmp_path):
+    """A target URL's password (with a raw `@`) and its `?token=` never reach the file; the book is
+    keyed by the redacted id and mapped back to the configured target on restore."""
+    path = tmp_path / "rec.sqlite"
+
+    def config(port):
+        url = f"http://user:pa@SSSECRET3@127.0.0.1:{port}/metrics?token=TOKSECRET4&x=1"
+        return parse_config({
+            "sidecar": {"recording_path": str(path), "recording_interval_seconds": 1},
+            "deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [{"role": "server", "url": url}]}],
+        })
+
+    async def go():
+        state = {"good": 0, "bad": 0}
+        runner, port = await _server(state)
+        clock = Clock(1000.0)
+        try:
+            sc = Sidecar(config(port), clock=clock)
+            await _ticks(sc, state, clock, (1000, 0, 0), (1060, 90, 10))
+            await sc.close()
+            on_disk = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+            state.update(good=5, bad=5)  # the server restarted meanwhile: only the book tells
+            clock.t = 1120
+            sc2 = Sidecar(config(port), clock=clock)
+            await sc2.run(once=True)
+            st = sc2.status()
+            await sc2.close()
+            return on_disk, st
+        finally:
+            await runner.cleanup()
+
+    on_disk, st = asyncio.run(go())
+    assert b"127.0.0.1" in on_disk  # the rows are there, redacted
+    assert b"SSSECRET3" not in on_disk and b"TOKSECRET4" not in on_disk and b"pa@" not in on_disk
+    w = st.deployments[0].slis[0].windows[0]
+    assert w.events == 110 and abs(w.good_ratio - 95 / 110) < 1e-9  # the book was matched to the target
