@@ -54,6 +54,13 @@ class Observations:
             for d in config.deployments
         }
 
+    def carry_over(self, old: Observations, deployments: set[str]) -> None:
+        """After a config reload: what `old` knew of the unchanged `deployments` (target statuses, latest
+        telemetry, a gateway's workers) continues here; their engines are handed over by the caller."""
+        for store, previous in ((self.statuses, old.statuses), (self.telemetry, old.telemetry),
+                                (self._worker_targets, old._worker_targets)):
+            store.update({k: v for k, v in previous.items() if k[0] in deployments})  # type: ignore[attr-defined]
+
     def apply(self, result: ScrapeResult) -> None:
         """One target's scrape: a failure keeps the windows' last good state (as Prometheus rejects a
         scrape whole) and drops the target's load gauges; a success feeds the deployment's engine. A

@@ -146,6 +146,26 @@ class LoopStatus(BaseModel):
     problem: str | None
 
 
+class RecordingStatus(BaseModel):
+    """The sidecar's own SQLite history (monitor.record): is it being written?"""
+
+    path: str
+    writing: bool  # False while the latest write failed (disk full, I/O error): /healthz says degraded
+    write_errors: int  # failed writes since start
+    last_error: str | None  # of the latest failed write while it keeps failing
+    failing_since: float | None
+    last_write_ts: float | None  # wall clock of the last tick written
+
+
+class ConfigReloadStatus(BaseModel):
+    """The last config reload (SIGHUP or POST /-/reload), as Prometheus reports its own."""
+
+    successful: bool  # the last reload (or the start) loaded the config; False: the previous one still runs
+    last_success_ts: float  # when the running config was loaded (start or reload)
+    last_attempt_ts: float | None
+    last_error: str | None
+
+
 class SidecarStatus(BaseModel):
     version: str
     started_at: float
@@ -154,6 +174,9 @@ class SidecarStatus(BaseModel):
     cycles: int
     last_cycle_seconds: float
     loops: list[LoopStatus] = []
+    recording: RecordingStatus | None = None
+    config: ConfigReloadStatus | None = None
+    degraded: list[str] = []  # what works less than it should, while the SLO state is still served
 
 
 class StatusResponse(BaseModel):
@@ -226,6 +249,8 @@ def loop_status(health: LoopHealth, interval: float) -> LoopStatus:
 
 
 def sidecar_status(started_at: float, now: float, interval: float, cycles: int, last: float,
-                   loops: list[LoopStatus] | None = None) -> SidecarStatus:
+                   loops: list[LoopStatus] | None = None, *, recording: RecordingStatus | None = None,
+                   config: ConfigReloadStatus | None = None, degraded: list[str] | None = None) -> SidecarStatus:
     return SidecarStatus(version=__version__, started_at=started_at, now=now, scrape_interval_seconds=interval,
-                         cycles=cycles, last_cycle_seconds=last, loops=loops or [])
+                         cycles=cycles, last_cycle_seconds=last, loops=loops or [], recording=recording,
+                         config=config, degraded=degraded or [])

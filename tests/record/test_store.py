@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -439,3 +440,54 @@ def test_the_recording_keeps_no_url_secret_and_still_restores_the_windows(tmp_pa
     assert b"SSSECRET3" not in on_disk and b"TOKSECRET4" not in on_disk and b"pa@" not in on_disk
     w = st.deployments[0].slis[0].windows[0]
     assert w.events == 110 and abs(w.good_ratio - 95 / 110) < 1e-9  # the book was matched to the target
+
+
+def test_a_full_disk_shows_on_healthz_as_degraded_and_in_a_counter_while_scraping_and_serving_go_on(tmp_path):
+    """The recording's writes fail with SQLite's own error (injected at the store's write seam): /healthz
+    answers 200 "degraded" with the reason, /metrics counts the failed writes, the SLO state keeps moving."""
+
+    async def go():
+        state = {"good": 5, "bad": 0}
+        runner, port = await _server(state)
+        clock = Clock(1000.0)
+        sc = Sidecar(_config(port, tmp_path / "rec.sqlite"), clock=clock)
+        http_port = await sc.start_http("127.0.0.1", 0)
+        base = f"http://127.0.0.1:{http_port}"
+        try:
+            async with aiohttp.ClientSession() as session:
+                async def get(path):
+                    async with session.get(base + path) as resp:
+                        return resp.status, await resp.text()
+
+                def disk_full(*args, **kwargs):
+                    raise sqlite3.OperationalError("database or disk is full")
+
+                real = sc.recording.write_tick
+                await _ticks(sc, state, clock, (1000, 5, 0))
+                assert (await get("/healthz"))[0] == 200
+                sc.recording.write_tick = disk_full
+                await _ticks(sc, state, clock, (1010, 50, 0), (1020, 80, 20))
+                health = await get("/healthz")
+                metrics = (await get("/metrics"))[1]
+                events = sc.status().deployments[0].slis[0].windows[0].events
+                sc.recording.write_tick = real
+                await _ticks(sc, state, clock, (1030, 90, 20))
+                healed = await get("/healthz")
+                metrics_after = (await get("/metrics"))[1]
+                return health, metrics, events, healed, metrics_after
+        finally:
+            await sc.close()
+            await runner.cleanup()
+
+    health, metrics, events, healed, metrics_after = asyncio.run(go())
+    code, body = health
+    assert code == 200, body
+    doc = json.loads(body)
+    assert doc["status"] == "degraded"
+    (reason,) = doc["problems"]
+    assert "rec.sqlite" in reason and "database or disk is full" in reason and "2 failed writes" in reason
+    assert "slo_monitor_recording_write_errors_total 2.0" in metrics
+    assert events == 95  # 100 - the 5 before the first scrape: the scrapes went on while nothing was written
+    assert healed[0] == 200 and json.loads(healed[1]) == {"status": "ok"}
+    assert "slo_monitor_recording_write_errors_total 2.0" in metrics_after  # a counter: it stays
+    assert "slo_monitor_recording_last_write_timestamp_seconds 1030.0" in metrics_after
