@@ -90,7 +90,16 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
     notes = [f"  {d.name}: {s.sli} target {s.target_seconds * 1000:g} ms is not a bucket edge; launch with {s.fix_flag}"
              for d in status.deployments for s in d.slis if s.fix_flag]
     flags = [f"  {d.name} {t.id}: {w}" for d in status.deployments for t in d.targets for w in t.warnings]
-    return "\n".join(out + notes[:5] + flags[:5])
+    return "\n".join(out + _sidecar_notes(status, color) + notes[:5] + flags[:5])
+
+
+def _sidecar_notes(status: StatusResponse, color: bool) -> list[str]:
+    """What the sidecar says is wrong with itself (degraded, a refused reload), in red under the table."""
+    side = status.sidecar
+    lines = [f"sidecar degraded: {reason}" for reason in side.degraded]
+    if side.config is not None and not side.config.successful:
+        lines.append(f"sidecar config reload failed (the previous config still runs): {side.config.last_error}")
+    return [f"{RED}{line}{RESET}" if color else line for line in lines]
 
 
 def fetch_status(url: str, token: str | None = None, timeout: float = 5.0) -> StatusResponse:

@@ -8,7 +8,8 @@ tick; SQLite rolls the partial one back on the next open. The WAL is checkpointe
 file (and truncated) every `checkpoint_seconds` and on open, so it stays small even while a reader
 (`analyze`) keeps SQLite's automatic checkpoints from finishing.
 
-A file that cannot be used raises RecordingError, one line naming the file and the problem:
+A file that cannot be used raises RecordingError, one line naming the file and the problem (a full
+disk or an I/O error while opening is only that, never taken for damage):
 CorruptRecording when the file itself is damaged (not SQLite, failing its quick check, an empty
 main file beside a -wal, an unreadable row); the caller decides between refusing and
 `move_aside()` (the sidecar's `--recording-reset`).
@@ -102,6 +103,12 @@ class Recording:
                 self.db.commit()
                 self.checkpoint()
             row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.OperationalError as err:
+            # Disk full, I/O error, no permission: the file may be sound, so never "damaged" (which
+            # --recording-reset would move aside); SQLite reports damage as DatabaseError proper.
+            self.db.close()
+            raise RecordingError(f"{self.path}: cannot open the recording ({err}); the file is not found damaged: "
+                                 "free space on its file system or fix its permissions, then start again") from None
         except sqlite3.DatabaseError as err:
             self.db.close()
             raise CorruptRecording(f"{self.path}: not a recording ({err})") from None

@@ -59,3 +59,17 @@ def test_a_token_file_that_is_missing_or_empty_is_one_clear_line(content, tmp_pa
     assert main(["status", "--url", "http://127.0.0.1:9", "--token-file", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--token-file" in err and str(path) in err
+
+
+def test_the_table_says_when_the_sidecar_is_degraded_or_its_last_reload_failed():
+    from monitor.commands.status import render_table
+    from monitor.state import ConfigReloadStatus
+
+    side = sidecar_status(1.0, 2.0, 5.0, 3, 0.01, degraded=["recording /r.sqlite: cannot write (disk full)"],
+                          config=ConfigReloadStatus(successful=False, last_success_ts=1.0, last_attempt_ts=2.0,
+                                                    last_error="c.yaml: invalid config (1 error)"))
+    table = render_table(StatusResponse(sidecar=side, deployments=[]), color=False)
+    assert "sidecar degraded: recording /r.sqlite: cannot write (disk full)" in table
+    assert "config reload failed (the previous config still runs): c.yaml: invalid config" in table
+    healthy = render_table(StatusResponse(sidecar=sidecar_status(1.0, 2.0, 5.0, 3, 0.01), deployments=[]), color=False)
+    assert "degraded" not in healthy and "reload" not in healthy

@@ -491,3 +491,37 @@ def test_a_full_disk_shows_on_healthz_as_degraded_and_in_a_counter_while_scrapin
     assert healed[0] == 200 and json.loads(healed[1]) == {"status": "ok"}
     assert "slo_monitor_recording_write_errors_total 2.0" in metrics_after  # a counter: it stays
     assert "slo_monitor_recording_last_write_timestamp_seconds 1030.0" in metrics_after
+
+
+def test_a_full_disk_at_start_is_not_taken_for_a_damaged_recording_and_nothing_is_moved_aside(tmp_path, monkeypatch):
+    """Opening checkpoints the WAL into the main file, which needs space: SQLite's "database or disk is full"
+    there said "not a recording", and --recording-reset moved a sound file aside."""
+    path = tmp_path / "rec.sqlite"
+
+    async def one_tick():
+        state = {"good": 5, "bad": 0}
+        runner, port = await _server(state)
+        try:
+            sc = Sidecar(_config(port, path), clock=Clock(1000.0))
+            await sc.run(once=True)
+            await sc.close()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(one_tick())
+
+    def disk_full(self):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Recording, "checkpoint", disk_full)
+    for reset in (False, True):
+        with pytest.raises(RecordingError) as caught:
+            Sidecar(_config(1, path), recording_reset=reset)
+        message = str(caught.value)
+        assert "disk is full" in message and "not found damaged" in message and "recording-reset" not in message
+        assert "\n" not in message
+    assert sorted(p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name) == []
+    monkeypatch.undo()
+    rec = Recording(path, readonly=True)
+    assert len(list(rec.snapshots("d"))) == 1  # still there, still readable
+    rec.close()
