@@ -20,6 +20,7 @@ _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 # A query (or fragment-style) parameter named like a credential: any name containing one of these words.
 SECRET_PARAM_WORDS = ("token", "key", "password", "passwd", "pwd", "secret", "auth", "credential",
                       "signature", "sig", "session", "cookie")
+_SECRET_NAME = re.compile("|".join(SECRET_PARAM_WORDS), re.IGNORECASE)
 _SECRET_PARAM = re.compile(
     r"(?P<lead>[?&;#](?P<name>[^=&;#\s/?]*(?:" + "|".join(SECRET_PARAM_WORDS) + r")[^=&;#\s/?]*)=)"
     r"(?P<value>[^&;#\s'\"]*)", re.IGNORECASE)
@@ -28,6 +29,11 @@ _AUTH_HEADER = re.compile(
     r"(?P<lead>(?:proxy-)?authorization['\"]?\s*[:=,]\s*['\"]?)(?:(?P<scheme>[A-Za-z][\w-]*)\s+)?"
     r"(?P<value>[^\s'\",;\\]+)", re.IGNORECASE)
 _BEARER = re.compile(r"(?P<lead>\bbearer\s+)(?P<value>[^\s'\",;\\]+)", re.IGNORECASE)
+
+
+def secret_param(name: str) -> bool:
+    """Whether a query parameter's name says it carries a credential (`redact` cuts its value)."""
+    return bool(_SECRET_NAME.search(name))
 
 
 def _auth(m: re.Match[str]) -> str:

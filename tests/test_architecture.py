@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "requestlog": {"config", "conventions", "state"},
     "record": {"redaction", "requestlog", "slo", "state", "telemetry"},
     "export": {"monitor", "redaction", "state", "conventions"},
-    "generate": {"monitor", "config", "conventions", "escaping", "promql"},
+    "generate": {"monitor", "config", "conventions", "escaping", "promql", "redaction"},
     "interop": {"config", "conventions", "escaping", "generate", "promql"},
     "analyze": {"monitor", "config", "conventions", "escaping", "promql", "record", "slo"},
     "emulate": {"config", "conventions", "signals"},
