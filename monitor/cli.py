@@ -39,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from monitor.redaction import RedactingFormatter, redact_str
+
+    logging.basicConfig(level=args.log_level.upper())
+    for handler in logging.getLogger().handlers:  # credentials in any library's line are cut here
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -51,6 +55,6 @@ def main(argv: list[str] | None = None) -> int:
         from monitor.config import ConfigError
 
         if isinstance(err, (ConfigError, FileNotFoundError, ValueError)):
-            print(f"slo-monitor: error: {err}", file=sys.stderr)
+            print(f"slo-monitor: error: {redact_str(str(err))}", file=sys.stderr)
             return 2
         raise

@@ -335,6 +335,13 @@ M_SCRAPE_INTERVAL = f"{NS}_scrape_interval_seconds"
 M_LOOP_LAST_CYCLE = f"{NS}_loop_last_cycle_timestamp_seconds"
 M_LOOP_CYCLE_AGE = f"{NS}_loop_last_cycle_age_seconds"
 M_LOOP_RESTARTS = f"{NS}_loop_restarts_total"
+# The recording (sidecar.recording_path): failed writes (disk full, I/O error) and the last tick written;
+# ALERT_RECORDING_FAILING reads the first, /healthz says "degraded" while writes fail.
+M_RECORDING_WRITE_ERRORS = f"{NS}_recording_write_errors_total"
+M_RECORDING_LAST_WRITE = f"{NS}_recording_last_write_timestamp_seconds"
+# Config reloads (SIGHUP, POST /-/reload), named after Prometheus's prometheus_config_last_reload_*.
+M_CONFIG_RELOAD_OK = f"{NS}_config_last_reload_successful"
+M_CONFIG_RELOAD_TS = f"{NS}_config_last_reload_success_timestamp_seconds"
 
 # Request-log series (per-request goodput from SGLang's --export-metrics-to-file; monitor.requestlog).
 M_GOODPUT_RATIO = f"{NS}_goodput_ratio"
@@ -419,6 +426,8 @@ ALERT_GATEWAY_PD_FAILURES: Final = "SGLangGatewayPDRendezvousFailures"  # smg 1.
 ALERT_SIDECAR_DOWN: Final = "SLOMonitorSidecarDown"
 ALERT_LOOP_STUCK: Final = "SLOMonitorLoopStuck"
 ALERT_LOOP_RESTARTING: Final = "SLOMonitorLoopRestarting"
+ALERT_RECORDING_FAILING: Final = "SLOMonitorRecordingFailing"
+ALERT_CONFIG_RELOAD_FAILED: Final = "SLOMonitorConfigReloadFailed"
 ALERT_ACCEL_UNHEALTHY: Final = "AcceleratorUnhealthy"
 ALERT_ACCEL_WARNING: Final = "AcceleratorHealthWarning"
 ALERT_ACCEL_MEMORY: Final = "AcceleratorMemoryNearlyFull"

@@ -14,10 +14,10 @@ from monitor.conventions import ENGINE_ROLES
 from monitor.parse.exposition import Exposition
 from monitor.parse.families import HistogramError
 from monitor.parse.gateway import router_summary, split_workers, worker_address
+from monitor.redaction import redact
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
-from monitor.state import redact
 from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,13 @@ class Observations:
             d.name: {worker_address(t.url) for t in d.targets if t.source == "sglang" and t.url}
             for d in config.deployments
         }
+
+    def carry_over(self, old: Observations, deployments: set[str]) -> None:
+        """After a config reload: what `old` knew of the unchanged `deployments` (target statuses, latest
+        telemetry, a gateway's workers) continues here; their engines are handed over by the caller."""
+        for store, previous in ((self.statuses, old.statuses), (self.telemetry, old.telemetry),
+                                (self._worker_targets, old._worker_targets)):
+            store.update({k: v for k, v in previous.items() if k[0] in deployments})  # type: ignore[attr-defined]
 
     def apply(self, result: ScrapeResult) -> None:
         """One target's scrape: a failure keeps the windows' last good state (as Prometheus rejects a

@@ -24,13 +24,23 @@ from monitor.export.prometheus import SidecarCollector
 from monitor.observations import Observations, say_transition
 from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
 from monitor.record.summary import state_row
+from monitor.redaction import redact_str
+from monitor.reload import ReloadPlan, ReloadRefused, plan_reload, request_log_part
 from monitor.requestlog import RequestLogReader, state_path_for
 from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
-from monitor.signals import on_stop_signals
+from monitor.signals import on_reload_signal, on_stop_signals_named
 from monitor.slo.engine import DeploymentEngine
 from monitor.slo.state import fix_flag_for
-from monitor.state import LoopStatus, StatusResponse, deployment_status, loop_status, sidecar_status
+from monitor.state import (
+    ConfigReloadStatus,
+    LoopStatus,
+    RecordingStatus,
+    StatusResponse,
+    deployment_status,
+    loop_status,
+    sidecar_status,
+)
 from monitor.telemetry.export import telemetry_families
 
 log = logging.getLogger(__name__)
@@ -38,10 +48,17 @@ log = logging.getLogger(__name__)
 
 class Sidecar:
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.time,
-                 recording_reset: bool = False) -> None:
+                 recording_reset: bool = False, loader: Callable[[], Config] | None = None) -> None:
+        """`loader` reads and validates the config again (the config file, as `run` does): what
+        `reload()` (SIGHUP, POST /-/reload) applies."""
         self.config = config
         self.clock = clock
         self.started_at = clock()
+        self.loader = loader
+        self._reload_ok = True
+        self._loaded_at = self.started_at
+        self._reload_attempt: float | None = None
+        self._reload_error: str | None = None
         self.observations = Observations(config)
         self.scraper = Scraper(config, self.observations, clock=clock)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -50,9 +67,14 @@ class Sidecar:
         self.runner: web.AppRunner | None = None
         self.port: int | None = None
         self._stop = asyncio.Event()
+        self._generation = asyncio.Event()  # set to end the running scraper (stop, or a reload replaced it)
+        self._running: Scraper | None = None
         self.recording: Recording | None = None
         self._last_record = 0.0
         self._record_error: str | None = None
+        self._record_errors = 0  # failed writes since start (slo_monitor_recording_write_errors_total)
+        self._record_failing_since: float | None = None
+        self._last_written: float | None = None
         self.restored: dict[str, int] = {}
         if config.sidecar.recording_path:
             self._open_recording(config.sidecar.recording_path, reset=recording_reset)
@@ -86,7 +108,7 @@ class Sidecar:
         engines = {dep.name: DeploymentEngine(dep) for dep in self.config.deployments}
         loaded = {}
         for dep in self.config.deployments:
-            saved = self.recording.book(dep.name)
+            saved = self.recording.book(dep.name, [t.id for t in dep.targets])
             loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon, end=now),
                                                          saved[1] if saved else None)
             self._say_future_rows(dep.name, now)
@@ -132,16 +154,86 @@ class Sidecar:
             self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
         except sqlite3.Error as err:
             # Disk full, I/O error: scraping and serving go on; said once, and again when it recovers.
+            # Also counted and on /healthz ("degraded"), so it is not only in the log.
             if str(err) != self._record_error:
                 log.error("recording %s: cannot write (%s); the SLO state is still served, but not kept",
                           self.recording.path, err)
             self._record_error = str(err)
+            self._record_errors += 1
+            if self._record_failing_since is None:
+                self._record_failing_since = now
             return False
         if self._record_error is not None:
             log.info("recording %s: writing again", self.recording.path)
             self._record_error = None
+            self._record_failing_since = None
         self._last_record = now
+        self._last_written = now
         return True
+
+    def recording_status(self) -> RecordingStatus | None:
+        if self.recording is None:
+            return None
+        return RecordingStatus(path=str(self.recording.path), writing=self._record_error is None,
+                               write_errors=self._record_errors, last_error=self._record_error,
+                               failing_since=self._record_failing_since, last_write_ts=self._last_written)
+
+    def degradations(self) -> list[str]:
+        """What works less than it should while the SLO state is still served: /healthz answers 200
+        "degraded" with these (a restart would not fix them, and would drop the windows)."""
+        out = []
+        if self._record_error is not None and self.recording is not None:
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._record_failing_since or 0.0))
+            out.append(f"recording {self.recording.path}: cannot write since {since} ({self._record_errors} failed "
+                       f"write{'' if self._record_errors == 1 else 's'} in all; last: {self._record_error}); the SLO "
+                       "state is still served, but not kept")
+        return out
+
+    def reload(self) -> str | None:
+        """Read the config again and apply it; None when it worked, else why not (logged, and the running
+        config stays). Validation comes first; then unchanged deployments keep their engines (windows,
+        accumulators), target statuses and telemetry, changed ones start empty. Runs on the event loop,
+        between scrape results, so status and scrapes always see one config."""
+        now = self.clock()
+        self._reload_attempt = now
+        try:
+            if self.loader is None:
+                raise ReloadRefused("no config file to reload from")
+            new = self.loader()
+            plan = plan_reload(self.config, new)
+        except Exception as err:  # a bad file (or a bug reading it): the running config stays
+            # One line (a config error lists each field on its own line): the log, the JSON answer, /api.
+            text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+            reason = redact_str(text or type(err).__name__)
+            self._reload_ok, self._reload_error = False, reason
+            log.error("config reload failed, still running the previous config: %s", reason)
+            return reason
+        self._apply(new, plan)
+        self._reload_ok, self._reload_error, self._loaded_at = True, None, now
+        log.info("config reloaded: %d deployment%s (%s)", len(new.deployments),
+                 "" if len(new.deployments) == 1 else "s", plan.summary())
+        return None
+
+    def _apply(self, new: Config, plan: ReloadPlan) -> None:
+        keep = set(plan.kept)
+        old_obs, old_scraper = self.observations, self.scraper
+        engines = {d.name: old_obs.engines[d.name] if d.name in keep else DeploymentEngine(d)
+                   for d in new.deployments}
+        observations = Observations(new, engines)
+        observations.carry_over(old_obs, keep)
+        scraper = Scraper(new, observations, clock=self.clock)
+        scraper.cycles, scraper.last_cycle_seconds = old_scraper.cycles, old_scraper.last_cycle_seconds
+        scraper.npu_details = {k: v for k, v in old_scraper.npu_details.items() if k[0] in keep}
+        if request_log_part(new) != request_log_part(self.config):
+            self.request_logs = RequestLogReader(new, state_path_for(new.sidecar.recording_path), clock=self.clock)
+        self.config, self.observations, self.scraper = new, observations, scraper
+        self._generation.set()  # the running scraper ends its cycle; run() starts the new one
+        if old_scraper is not self._running:
+            old_scraper.close()  # replaced before it ever ran
+
+    def reload_status(self) -> ConfigReloadStatus:
+        return ConfigReloadStatus(successful=self._reload_ok, last_success_ts=self._loaded_at,
+                                  last_attempt_ts=self._reload_attempt, last_error=self._reload_error)
 
     def status(self) -> StatusResponse:
         now = self.clock()
@@ -154,7 +246,9 @@ class Sidecar:
                 st.goodput = goodput_status(dep, self.request_logs.summaries[dep.name].values())
             deps.append(st)
         side = sidecar_status(self.started_at, now, self.config.sidecar.scrape_interval_seconds,
-                              self.scraper.cycles, self.scraper.last_cycle_seconds, self.loops())
+                              self.scraper.cycles, self.scraper.last_cycle_seconds, self.loops(),
+                              recording=self.recording_status(), config=self.reload_status(),
+                              degraded=self.degradations())
         return StatusResponse(sidecar=side, deployments=deps)
 
     def loops(self) -> list[LoopStatus]:
@@ -208,8 +302,9 @@ class Sidecar:
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
         side = self.config.sidecar
-        app = build_app(self.registry, self.status, api_token=side.api_bearer_token,
-                        header_timeout=side.http_header_timeout_seconds, problems=self.problems)
+        app = build_app(self.registry, self.status, api_token=lambda: self.config.sidecar.api_bearer_token,
+                        header_timeout=side.http_header_timeout_seconds, problems=self.problems,
+                        degraded=self.degradations, reload=self.reload)
         self.runner, self.port = await start_server(app, host or side.listen_host,
                                                     side.listen_port if port is None else port)
         return self.port
@@ -223,10 +318,19 @@ class Sidecar:
             self.poll_request_logs(now)
             self.record(now, force=True)
             return
-        await self.scraper.run(self._stop, on_cycle=self._on_cycle)
+        while not self._stop.is_set():
+            # One scraper per config: a reload replaces it and ends this one's run (its cycle in flight
+            # finishes into the engines it shares with the new one for unchanged deployments).
+            self._generation = asyncio.Event()
+            scraper = self._running = self.scraper
+            await scraper.run(self._generation, on_cycle=self._on_cycle)
+            self._running = None
+            if scraper is not self.scraper:
+                scraper.close()
 
     def stop(self) -> None:
         self._stop.set()
+        self._generation.set()
 
     async def close(self) -> None:
         self.stop()
@@ -235,6 +339,9 @@ class Sidecar:
             await self.runner.cleanup()
             self.runner = None
         if self.recording is not None:
+            # The last scrapes since the previous tick (up to recording_interval_seconds) are kept too.
+            if self.record(self.clock(), force=True):
+                log.info("recording %s: last tick written", self.recording.path)
             self.recording.close()
             self.recording = None
 
@@ -278,18 +385,28 @@ def say_off_edge_targets(config: Config) -> None:
 
 
 async def serve(config: Config, *, host: str | None = None, port: int | None = None,
-                recording_reset: bool = False) -> None:
-    """Run until SIGINT/SIGTERM."""
+                recording_reset: bool = False, loader: Callable[[], Config] | None = None) -> None:
+    """Run until SIGINT/SIGTERM; SIGHUP (and POST /-/reload) reloads the config through `loader`."""
     say_off_edge_targets(config)
     keep_scrape_buffers()
-    sidecar = Sidecar(config, recording_reset=recording_reset)
+    sidecar = Sidecar(config, recording_reset=recording_reset, loader=loader)
     bound = await sidecar.start_http(host, port)
     # What is loaded by now (modules, classes, config, restored windows) lives as long as the process:
     # frozen out of the garbage collector's full passes, which otherwise walk it all again and again
     # (~60k objects, tens of ms each time, during which /healthz waits).
     gc.freeze()
     otlp = sidecar.start_otlp()  # None unless sidecar.otlp_endpoint is set
-    on_stop_signals(sidecar.stop)  # before saying it serves: a SIGTERM from then on stops it cleanly
+    stopping: list[str] = []
+
+    def on_stop(name: str) -> None:
+        if not stopping:
+            log.info("%s received: stopping (writing the recording's last tick first)", name)
+        stopping.append(name)
+        sidecar.stop()
+
+    # Before saying it serves: from then on a SIGTERM stops it cleanly and a SIGHUP reloads, never kills.
+    on_stop_signals_named(on_stop)
+    on_reload_signal(lambda: sidecar.reload())
     log.info("serving /metrics, /healthz and /api/v1/status on http://%s:%d",
              host or config.sidecar.listen_host, bound)
     try:
@@ -298,3 +415,4 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
         if otlp is not None:
             await otlp.aclose()
         await sidecar.close()
+        log.info("stopped")

@@ -6,12 +6,12 @@ analyzer."""
 from __future__ import annotations
 
 import math
-import re
 
 from pydantic import BaseModel
 
 from monitor import __version__
 from monitor.config import Deployment
+from monitor.redaction import redact
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
 from monitor.slo.state import AvailabilityState, DeploymentState, SliState
@@ -146,6 +146,26 @@ class LoopStatus(BaseModel):
     problem: str | None
 
 
+class RecordingStatus(BaseModel):
+    """The sidecar's own SQLite history (monitor.record): is it being written?"""
+
+    path: str
+    writing: bool  # False while the latest write failed (disk full, I/O error): /healthz says degraded
+    write_errors: int  # failed writes since start
+    last_error: str | None  # of the latest failed write while it keeps failing
+    failing_since: float | None
+    last_write_ts: float | None  # wall clock of the last tick written
+
+
+class ConfigReloadStatus(BaseModel):
+    """The last config reload (SIGHUP or POST /-/reload), as Prometheus reports its own."""
+
+    successful: bool  # the last reload (or the start) loaded the config; False: the previous one still runs
+    last_success_ts: float  # when the running config was loaded (start or reload)
+    last_attempt_ts: float | None
+    last_error: str | None
+
+
 class SidecarStatus(BaseModel):
     version: str
     started_at: float
@@ -154,6 +174,9 @@ class SidecarStatus(BaseModel):
     cycles: int
     last_cycle_seconds: float
     loops: list[LoopStatus] = []
+    recording: RecordingStatus | None = None
+    config: ConfigReloadStatus | None = None
+    degraded: list[str] = []  # what works less than it should, while the SLO state is still served
 
 
 class StatusResponse(BaseModel):
@@ -193,14 +216,6 @@ def availability_status(a: AvailabilityState) -> AvailabilityStatus:
     )
 
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-def redact(text: str | None) -> str | None:
-    """Drop `user:password@` from URLs: target credentials never reach /api/v1/status or logs."""
-    return None if text is None else _USERINFO.sub("***@", text)
-
-
 def target_status(t: TargetStatus) -> TargetStatusModel:
     return TargetStatusModel(
         id=redact(t.target_id) or "", role=t.role, source=t.source, url=redact(t.url), up=t.up, placeholder=t.placeholder,
@@ -234,6 +249,8 @@ def loop_status(health: LoopHealth, interval: float) -> LoopStatus:
 
 
 def sidecar_status(started_at: float, now: float, interval: float, cycles: int, last: float,
-                   loops: list[LoopStatus] | None = None) -> SidecarStatus:
+                   loops: list[LoopStatus] | None = None, *, recording: RecordingStatus | None = None,
+                   config: ConfigReloadStatus | None = None, degraded: list[str] | None = None) -> SidecarStatus:
     return SidecarStatus(version=__version__, started_at=started_at, now=now, scrape_interval_seconds=interval,
-                         cycles=cycles, last_cycle_seconds=last, loops=loops or [])
+                         cycles=cycles, last_cycle_seconds=last, loops=loops or [], recording=recording,
+                         config=config, degraded=degraded or [])

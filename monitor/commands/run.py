@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from monitor.config import ConfigError
+from monitor.config import Config, ConfigError
 from monitor.interop.load import load_config
 
 
@@ -27,21 +27,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from monitor.sidecar import serve
-
-    config = load_config(args.config)
+def load_checked(path: str, shard: str | None = None) -> Config:
+    """The config `run` starts with, and what SIGHUP / POST /-/reload read again: parsed, validated,
+    refused when it leaves nothing to monitor, cut to this sidecar's shard."""
+    config = load_config(path)
     if not config.deployments:  # a sidecar with nothing to watch would look healthy and watch nothing
-        raise ConfigError(f"{args.config}: no deployments: nothing to monitor; add at least one under "
+        raise ConfigError(f"{path}: no deployments: nothing to monitor; add at least one under "
                           "`deployments:` (examples/minimal.yaml shows the shape)")
-    if args.shard:
+    if shard:
         from monitor.scrape.shard import apply_shard
 
         total = len(config.deployments)
-        config = apply_shard(config, args.shard)
+        config = apply_shard(config, shard)
         if not config.deployments:
-            raise ConfigError(f"{args.config}: --shard {args.shard} holds none of the {total} deployment"
+            raise ConfigError(f"{path}: --shard {shard} holds none of the {total} deployment"
                               f"{'' if total == 1 else 's'} of the config; run fewer shards")
+    return config
+
+
+def _run(args: argparse.Namespace) -> int:
+    from monitor.sidecar import serve
+
+    config = load_checked(args.config, args.shard)
     host, port = parse_listen(args.listen) if args.listen else (None, None)
-    asyncio.run(serve(config, host=host, port=port, recording_reset=args.recording_reset))
+    asyncio.run(serve(config, host=host, port=port, recording_reset=args.recording_reset,
+                      loader=lambda: load_checked(args.config, args.shard)))
     return 0

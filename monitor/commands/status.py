@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -89,7 +90,16 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
     notes = [f"  {d.name}: {s.sli} target {s.target_seconds * 1000:g} ms is not a bucket edge; launch with {s.fix_flag}"
              for d in status.deployments for s in d.slis if s.fix_flag]
     flags = [f"  {d.name} {t.id}: {w}" for d in status.deployments for t in d.targets for w in t.warnings]
-    return "\n".join(out + notes[:5] + flags[:5])
+    return "\n".join(out + _sidecar_notes(status, color) + notes[:5] + flags[:5])
+
+
+def _sidecar_notes(status: StatusResponse, color: bool) -> list[str]:
+    """What the sidecar says is wrong with itself (degraded, a refused reload), in red under the table."""
+    side = status.sidecar
+    lines = [f"sidecar degraded: {reason}" for reason in side.degraded]
+    if side.config is not None and not side.config.successful:
+        lines.append(f"sidecar config reload failed (the previous config still runs): {side.config.last_error}")
+    return [f"{RED}{line}{RESET}" if color else line for line in lines]
 
 
 def fetch_status(url: str, token: str | None = None, timeout: float = 5.0) -> StatusResponse:
@@ -100,10 +110,34 @@ def fetch_status(url: str, token: str | None = None, timeout: float = 5.0) -> St
         return StatusResponse.model_validate(json.loads(resp.read()))
 
 
+TOKEN_ENV = "SLO_MONITOR_API_TOKEN"
+
+
+def resolve_token(token: str | None, token_file: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """The bearer token for /api/*: `--token`, else `--token-file`, else $SLO_MONITOR_API_TOKEN (a token on
+    the command line is visible to every user of the machine in `ps`). Raises ValueError (one line) for
+    a file that cannot be read or holds no token."""
+    if token:
+        return token
+    if token_file:
+        try:
+            text = open(token_file, encoding="utf-8").read().strip()  # noqa: SIM115 - read whole, closed at once
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"--token-file {token_file}: cannot read it ({err.__class__.__name__}: "
+                             f"{getattr(err, 'strerror', None) or err})") from None
+        if not text:
+            raise ValueError(f"--token-file {token_file}: the file is empty; it should hold the bearer token")
+        return text
+    env = os.environ if environ is None else environ
+    return env.get(TOKEN_ENV, "").strip() or None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="live table of deployments vs SLO targets (reads a running sidecar)")
     p.add_argument("--url", default="http://127.0.0.1:9464", help="sidecar base URL")
-    p.add_argument("--token", help="bearer token for /api/*")
+    p.add_argument("--token", help=f"bearer token for /api/* (visible in `ps`: prefer --token-file or ${TOKEN_ENV})")
+    p.add_argument("--token-file", metavar="PATH", help="read the bearer token from this file (surrounding "
+                   "blanks and the final newline are ignored)")
     p.add_argument("--watch", type=float, default=0.0, metavar="SECONDS", help="refresh every N seconds")
     p.add_argument("--json", action="store_true", help="print the raw status JSON once")
     p.add_argument("--no-color", action="store_true")
@@ -111,9 +145,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
+    token = resolve_token(args.token, args.token_file)
     while True:
         try:
-            st = fetch_status(args.url, args.token)
+            st = fetch_status(args.url, token)
         except (urllib.error.URLError, OSError) as err:
             print(f"slo-monitor: cannot reach the sidecar at {args.url}: {err}", file=sys.stderr)
             if not args.watch:

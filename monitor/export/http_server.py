@@ -20,6 +20,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from monitor.redaction import redact_str
 from monitor.state import StatusResponse
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class _BadRequestLog(logging.LoggerAdapter):
         exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info else None
         if not isinstance(exc, HttpProcessingError):
             return False
-        reason = " ".join(str(exc).split())[:200]
+        reason = redact_str(" ".join(str(exc).split()))[:200]  # it may quote an Authorization header
         self.logger.log(level, "bad request from %s: %s", args[0] if args else "?", reason)
         return True
 
@@ -144,10 +145,17 @@ DEADLINES = web.AppKey("request_deadlines", RequestDeadlines)
 
 
 def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse], *,
-              api_token: str | None = None, header_timeout: float = HEADER_TIMEOUT_SECONDS,
-              problems: Callable[[], list[str]] | None = None) -> web.Application:
+              api_token: str | None | Callable[[], str | None] = None,
+              header_timeout: float = HEADER_TIMEOUT_SECONDS,
+              problems: Callable[[], list[str]] | None = None,
+              degraded: Callable[[], list[str]] | None = None,
+              reload: Callable[[], str | None] | None = None) -> web.Application:
     """`problems()` says what makes the sidecar unhealthy (e.g. a stuck loop): /healthz answers 503 with
-    them, 200 when there are none."""
+    them, 200 when there are none. `degraded()` says what works less than it should while the SLO state
+    is served (e.g. the recording cannot be written): 200 with status "degraded" and the reasons, so a
+    liveness probe does not restart what a restart would not fix. `reload()` reloads the config for
+    `POST /-/reload` (None when it worked, else why not); `api_token` may be a callable (read per request,
+    so a reload can change it)."""
     deadlines = RequestDeadlines(header_timeout)
 
     @web.middleware
@@ -157,10 +165,11 @@ def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse],
 
     @web.middleware
     async def auth(request: web.Request, handler):  # type: ignore[no-untyped-def]
-        # Only /api/* carries detail worth protecting; /metrics and /healthz stay open for
-        # Prometheus and probes, as SGLang itself does for /metrics and /health.
-        if (api_token and request.path.startswith("/api/")
-                and not bearer_matches(request.headers.get("Authorization", ""), api_token)):
+        # Only /api/* carries detail worth protecting (and /-/reload acts); /metrics and /healthz stay
+        # open for Prometheus and probes, as SGLang itself does for /metrics and /health.
+        token = api_token() if callable(api_token) else api_token
+        if (token and (request.path.startswith("/api/") or request.path.startswith("/-/"))
+                and not bearer_matches(request.headers.get("Authorization", ""), token)):
             return web.json_response({"error": "missing or wrong bearer token"}, status=401)
         return await handler(request)
 
@@ -171,18 +180,29 @@ def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse],
 
     async def healthz(request: web.Request) -> web.Response:
         found = problems() if problems is not None else []
+        less = degraded() if degraded is not None else []
         if found:
-            return web.json_response({"status": "unhealthy", "problems": found}, status=503)
+            return web.json_response({"status": "unhealthy", "problems": found + less}, status=503)
+        if less:
+            return web.json_response({"status": "degraded", "problems": less})
         return web.json_response({"status": "ok"})
 
     async def api_status(request: web.Request) -> web.Response:
         return web.Response(text=status().model_dump_json(), content_type="application/json")
+
+    async def reload_config(request: web.Request) -> web.Response:
+        # As Prometheus's /-/reload: 200 when the new config runs, 500 with why when the old one stays.
+        error = reload() if reload is not None else "this server has no config to reload"
+        if error is not None:
+            return web.json_response({"status": "error", "error": error}, status=500)
+        return web.json_response({"status": "success"})
 
     app = web.Application(middlewares=[request_arrived, auth])
     app[DEADLINES] = deadlines
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/api/v1/status", api_status)
+    app.router.add_post("/-/reload", reload_config)
     return app
 
 

@@ -140,6 +140,26 @@ def loop_families(status: StatusResponse) -> Iterator[Metric]:
         age.add_metric(ls, lp.seconds_since_cycle)
         restarts.add_metric(ls, float(lp.restarts))
     yield from (interval, last, age, restarts)
+    yield from health_families(status)
+
+
+def health_families(status: StatusResponse) -> Iterator[Metric]:
+    """The recording's writes and the last config reload (generate/symptoms.py alerts on both)."""
+    rec, cfg = status.sidecar.recording, status.sidecar.config
+    if rec is not None:
+        errors = CounterMetricFamily(C.M_RECORDING_WRITE_ERRORS, "Recording ticks that could not be written (disk full, I/O error); the SLO state is still served.")
+        errors.add_metric([], float(rec.write_errors))
+        yield errors
+        if rec.last_write_ts is not None:
+            last = GaugeMetricFamily(C.M_RECORDING_LAST_WRITE, "Unix time of the last recording tick written.")
+            last.add_metric([], rec.last_write_ts)
+            yield last
+    if cfg is not None:
+        ok = GaugeMetricFamily(C.M_CONFIG_RELOAD_OK, "1 when the last config reload (or the start) loaded the config; 0 when it failed and the previous config still runs.")
+        ok.add_metric([], 1.0 if cfg.successful else 0.0)
+        ts = GaugeMetricFamily(C.M_CONFIG_RELOAD_TS, "Unix time the running config was loaded (start or last successful reload).")
+        ts.add_metric([], cfg.last_success_ts)
+        yield from (ok, ts)
 
 
 class SidecarCollector(Collector):

@@ -18,6 +18,7 @@ from monitor.config import GATEWAY_SOURCES, Config, Target
 from monitor.escaping import comment, yaml_text
 from monitor.generate.options import Options
 from monitor.generate.plan import SCRAPED_SOURCES
+from monitor.redaction import redact, secret_param
 
 JOB_BY_SOURCE = {"router": "sglang-router", "router-engine-metrics": "sglang-router-engine-metrics",
                  "npu-exporter": "npu-exporter", "dcgm": "dcgm"}
@@ -34,9 +35,17 @@ def job_name(target: Target) -> str:
     return f"sglang-{target.role}" if target.source == "sglang" else JOB_BY_SOURCE[str(target.source)]
 
 
-def _address(target: Target) -> tuple[str, str, str, dict[str, list[str]]]:
+def _address(target: Target) -> tuple[str, str, str, dict[str, list[str]], list[str]]:
+    """host:port, scheme, path, the query parameters to write, and what is left out as a secret: a
+    password in the URL (a Prometheus target address has no userinfo) and credential-named parameters."""
     parts = urlsplit(target.url or "")
-    return parts.netloc, parts.scheme or "http", parts.path or "/metrics", parse_qs(parts.query)
+    userinfo, at, address = parts.netloc.rpartition("@")
+    params = parse_qs(parts.query)
+    secret = sorted(k for k in params if secret_param(k))
+    left_out = (["its URL's user:password (add `basic_auth: {username: ..., password_file: ...}`)"] if at else [])
+    left_out += [f"query parameter {k} (add `params: {{{k}: [...]}}`)" for k in secret]
+    return address, parts.scheme or "http", parts.path or "/metrics", \
+        {k: v for k, v in params.items() if k not in secret}, left_out
 
 
 def sidecar_address(config: Config) -> str:
@@ -55,10 +64,10 @@ def _jobs(config: Config) -> dict[str, dict[str, Any]]:
                 continue  # npu-smi, nvml and request logs are read by the sidecar, not Prometheus
             job = jobs[job_name(target)]
             if target.has_placeholder:
-                job["skipped"].append(f"{dep.name} {target.role}: {target.url} has a placeholder; fill it in the "
+                job["skipped"].append(f"{dep.name} {target.role}: {redact(target.url)} has a placeholder; fill it in the "
                                       "config and regenerate")
                 continue
-            address, scheme, path, params = _address(target)
+            address, scheme, path, params, left_out = _address(target)
             if params:
                 job["params"] = params
             # A gateway's targets say which version it is (dashboards and queries can tell them apart).
@@ -67,8 +76,11 @@ def _jobs(config: Config) -> dict[str, dict[str, Any]]:
             if address not in job["static"][key]:
                 job["static"][key].append(address)
             if target.bearer_token:
-                job["skipped"].append(f"{dep.name} {target.role}: {target.url} needs a bearer token: add "
+                job["skipped"].append(f"{dep.name} {target.role}: {redact(target.url)} needs a bearer token: add "
                                       "`authorization: {credentials_file: ...}` to this job (secrets are not written here)")
+            for what in left_out:
+                job["skipped"].append(f"{dep.name} {target.role}: {redact(target.url)} needs {what} in this job "
+                                      "(secrets are not written here)")
     return jobs
 
 

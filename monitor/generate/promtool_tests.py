@@ -313,4 +313,17 @@ def self_test(opts: Options) -> dict[str, Any]:
              {"eval_time": at("2m"), "alertname": names.ALERT_LOOP_RESTARTING, "exp_alerts": []},
              {"eval_time": at("5m"), "alertname": names.ALERT_LOOP_RESTARTING,
               "exp_alerts": [_fired(rules[names.ALERT_LOOP_RESTARTING], stuck, 1)]}]},
+        # A full disk from minute 3: one failed write per 15 s recording tick, 4 a minute.
+        {"name": "the recording cannot be written", "interval": step,
+         "input_series": [{"series": selector(names.M_RECORDING_WRITE_ERRORS, sidecar), "values": "0 0 0 4+4x12"}],
+         "alert_rule_test": [
+             {"eval_time": at("2m"), "alertname": names.ALERT_RECORDING_FAILING, "exp_alerts": []},
+             {"eval_time": at("5m"), "alertname": names.ALERT_RECORDING_FAILING,
+              "exp_alerts": [_fired(rules[names.ALERT_RECORDING_FAILING], sidecar, 12)]}]},
+        {"name": "a config reload failed", "interval": step,
+         "input_series": [{"series": selector(names.M_CONFIG_RELOAD_OK, sidecar), "values": "1 1 0x12"}],
+         "alert_rule_test": [
+             {"eval_time": at("4m"), "alertname": names.ALERT_CONFIG_RELOAD_FAILED, "exp_alerts": []},
+             {"eval_time": at("8m"), "alertname": names.ALERT_CONFIG_RELOAD_FAILED,
+              "exp_alerts": [_fired(rules[names.ALERT_CONFIG_RELOAD_FAILED], sidecar, 0)]}]},
     ]}

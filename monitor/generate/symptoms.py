@@ -115,7 +115,8 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
 
 
 def global_groups(opts: Options) -> list[dict[str, Any]]:
-    """The sidecar watched by Prometheus: down, a loop that completes no cycle, a loop that restarts."""
+    """The sidecar watched by Prometheus: down, a loop that completes no cycle, a loop that restarts, a
+    recording that cannot be written, a config reload that failed."""
     interval, age = selector(names.M_SCRAPE_INTERVAL, {}), selector(names.M_LOOP_CYCLE_AGE, {})
     which = "its {{ $labels.loop }} loop{{ with $labels.deployment }} of deployment {{ . }}{{ end }}"
     window = opts.duration("15m")
@@ -144,4 +145,21 @@ def global_groups(opts: Options) -> list[dict[str, Any]]:
                    "keeps failing): a bug in the sidecar, or input it does not handle.",
                    "The sidecar's log has the error with its traceback; /api/v1/status shows the loop's last "
                    "error (sidecar.loops). Report it with that traceback.")),
+        alert(names.ALERT_RECORDING_FAILING,
+              f"increase({selector(names.M_RECORDING_WRITE_ERRORS, {})}[{window}]) > 0", None,
+              {"severity": "ticket"},
+              _ann(f"slo-monitor {{{{ $labels.instance }}}}: its recording could not be written "
+                   f"({{{{ $value | printf \"%.0f\" }}}} failed writes in {window})",
+                   "The sidecar's SQLite recording (sidecar.recording_path) fails to write (disk full, I/O error): "
+                   "the SLO state is still served and scraped, but not kept, so a restart loses the windows and "
+                   "`analyze --recording` misses this time. Its /healthz says \"degraded\" with the reason.",
+                   "Read /healthz or the sidecar's log for the error; free space on (or fix) the file system of "
+                   "the recording. Writing resumes by itself.")),
+        alert(names.ALERT_CONFIG_RELOAD_FAILED, f"{selector(names.M_CONFIG_RELOAD_OK, {})} == 0", opts.duration("5m"),
+              {"severity": "ticket"},
+              _ann("slo-monitor {{ $labels.instance }}: its last config reload failed",
+                   "A reload (SIGHUP or POST /-/reload) was refused: the sidecar still runs its previous config, "
+                   "so the file on disk is not what it monitors.",
+                   "/api/v1/status (sidecar.config.last_error) and the sidecar's log say why; fix the file and "
+                   "reload again.")),
     ]}]

@@ -8,7 +8,8 @@ tick; SQLite rolls the partial one back on the next open. The WAL is checkpointe
 file (and truncated) every `checkpoint_seconds` and on open, so it stays small even while a reader
 (`analyze`) keeps SQLite's automatic checkpoints from finishing.
 
-A file that cannot be used raises RecordingError, one line naming the file and the problem:
+A file that cannot be used raises RecordingError, one line naming the file and the problem (a full
+disk or an I/O error while opening is only that, never taken for damage):
 CorruptRecording when the file itself is damaged (not SQLite, failing its quick check, an empty
 main file beside a -wal, an unreadable row); the caller decides between refusing and
 `move_aside()` (the sidecar's `--recording-reset`).
@@ -20,7 +21,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -102,6 +103,12 @@ class Recording:
                 self.db.commit()
                 self.checkpoint()
             row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.OperationalError as err:
+            # Disk full, I/O error, no permission: the file may be sound, so never "damaged" (which
+            # --recording-reset would move aside); SQLite reports damage as DatabaseError proper.
+            self.db.close()
+            raise RecordingError(f"{self.path}: cannot open the recording ({err}); the file is not found damaged: "
+                                 "free space on its file system or fix its permissions, then start again") from None
         except sqlite3.DatabaseError as err:
             self.db.close()
             raise CorruptRecording(f"{self.path}: not a recording ({err})") from None
@@ -176,10 +183,13 @@ class Recording:
                                                     end if end is not None else 1e18)):
             yield ts, self._decode("snapshots", deployment, ts, data, _state)
 
-    def book(self, deployment: str) -> tuple[float, SeriesBook] | None:
+    def book(self, deployment: str, target_ids: Iterable[str] = ()) -> tuple[float, SeriesBook] | None:
+        """The latest accumulator book; its (redacted) target ids mapped back to `target_ids`."""
         q = "SELECT ts, book FROM books WHERE deployment = ?"
         row = next(self._rows("books", q, (deployment,)), None)
-        return None if row is None else (row[0], self._decode("books", deployment, row[0], row[1], book_from))
+        ids = list(target_ids)
+        return None if row is None else (row[0], self._decode("books", deployment, row[0], row[1],
+                                                              lambda d: book_from(d, ids)))
 
     def span(self, deployment: str) -> tuple[float, float] | None:
         q = "SELECT MIN(ts), MAX(ts) FROM snapshots WHERE deployment = ?"

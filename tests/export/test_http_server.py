@@ -176,3 +176,21 @@ def test_a_bug_in_a_handler_is_still_an_error_with_its_traceback(caplog):
         answer = asyncio.run(go())
     assert _status_line(answer).split()[1] == "500"
     assert [r for r in caplog.records if r.levelno == logging.ERROR and r.exc_info]
+
+
+def test_a_bad_request_log_line_never_quotes_the_authorization_header(caplog):
+    bad = b"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\x01\r\n\r\n"
+
+    async def go():
+        sc, port = await _sidecar()
+        try:
+            return await _exchange(port, bad)
+        finally:
+            await sc.close()
+
+    with caplog.at_level(logging.DEBUG):
+        answer = asyncio.run(go())
+    assert _status_line(answer).split()[1] == "400"
+    lines = [r.getMessage() for r in caplog.records if "bad request" in r.getMessage()]
+    assert len(lines) == 1 and "Authorization: Bearer ***" in lines[0], lines
+    assert not [r for r in caplog.records if TOKEN in r.getMessage()]

@@ -97,10 +97,26 @@ def test_default_bind_is_loopback(bind):
 
 
 def test_credentials_in_target_urls_are_redacted():
-    from monitor.state import redact
+    from monitor.redaction import redact
 
     assert redact("http://user:s3cret@10.0.0.1:8000/metrics") == "http://***@10.0.0.1:8000/metrics"
     assert redact("connection failed to http://a:b@h/x") == "connection failed to http://***@h/x"
+
+
+def test_metrics_labels_and_status_carry_no_password_with_a_raw_at_nor_a_query_token():
+    """The issue's case: `user:pa@SSSECRET3@host` was shown as `***@SSSECRET3@host`."""
+    from prometheus_client import generate_latest
+
+    from monitor.sidecar import Sidecar
+
+    url = "http://user:pa@SSSECRET3@127.0.0.1:1/metrics?token=TOKSECRET4"
+    sc = Sidecar(parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04,
+                                                "targets": [{"role": "server", "url": url}]}]}))
+    metrics = generate_latest(sc.registry).decode()
+    status = sc.status().model_dump_json()
+    for text in (metrics, status):
+        assert "SSSECRET3" not in text and "TOKSECRET4" not in text
+    assert 'target="server@http://***@127.0.0.1:1/metrics?token=***"' in metrics
 
 
 def test_a_stuck_deployment_loop_fails_healthz_with_the_reason_and_shows_in_metrics_and_status():

@@ -70,3 +70,18 @@ def test_check_lists_changed_missing_and_extra_files(small_files, tmp_path):
     assert "alerts/rules/old.rules.yml: not generated (should not be there)" in problems
     write(small_files, tmp_path)
     assert check(small_files, tmp_path) == []
+
+
+def test_the_scrape_config_writes_no_url_secret_and_says_what_the_job_needs_instead():
+    from monitor.config import parse_config
+    from monitor.generate.prometheus_config import prometheus_yml
+
+    config = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
+        {"role": "server", "url": "http://user:pa@SSSECRET3@10.0.0.1:8000/metrics?api_token=TOKSECRET4&format=text"}]}]})
+    text = prometheus_yml(config, Options(), [])
+    assert "SSSECRET3" not in text and "TOKSECRET4" not in text and "pa@" not in text
+    doc = yaml.safe_load(text)
+    job = next(j for j in doc["scrape_configs"] if j["job_name"] == "sglang-server")
+    assert job["static_configs"][0]["targets"] == ["10.0.0.1:8000"]  # an address, without userinfo
+    assert job["params"] == {"format": ["text"]}
+    assert "basic_auth: {username: ..., password_file: ...}" in text and "params: {api_token: [...]}" in text

@@ -54,7 +54,8 @@ def test_the_self_rules_have_a_promtool_test_of_each_alert_firing_and_staying_qu
     doc = yaml.safe_load(small_files["alerts/tests/self.test.yml"])
     assert doc["rule_files"] == ["../rules/self.rules.yml"]
     tested = {t["alertname"] for case in doc["tests"] for t in case["alert_rule_test"]}
-    assert tested == {names.ALERT_SIDECAR_DOWN, names.ALERT_LOOP_STUCK, names.ALERT_LOOP_RESTARTING}
+    assert tested == {names.ALERT_SIDECAR_DOWN, names.ALERT_LOOP_STUCK, names.ALERT_LOOP_RESTARTING,
+                      names.ALERT_RECORDING_FAILING, names.ALERT_CONFIG_RELOAD_FAILED}
     for case in doc["tests"]:  # each case expects nothing first, then its alert
         checks = case["alert_rule_test"]
         assert checks[0]["exp_alerts"] == [] and checks[-1]["exp_alerts"], case["name"]

@@ -57,7 +57,7 @@ def test_for_durations_follow_the_time_scale():
 
 def test_the_self_rules_alert_on_a_down_sidecar_a_stuck_loop_and_a_restarting_loop():
     (group,) = global_groups(Options())
-    down, stuck, restarting = group["rules"]
+    down, stuck, restarting, _recording, _reload = group["rules"]
     assert down["alert"] == names.ALERT_SIDECAR_DOWN and f'job="{names.SIDECAR_JOB}"' in down["expr"]
     # Stale after the same number of the sidecar's own intervals as its /healthz.
     assert stuck["alert"] == names.ALERT_LOOP_STUCK and names.M_LOOP_CYCLE_AGE in stuck["expr"]
@@ -65,3 +65,13 @@ def test_the_self_rules_alert_on_a_down_sidecar_a_stuck_loop_and_a_restarting_lo
     assert restarting["alert"] == names.ALERT_LOOP_RESTARTING and names.M_LOOP_RESTARTS in restarting["expr"]
     (scaled,) = global_groups(Options(time_scale=60))
     assert scaled["rules"][1]["for"] == "1s" and "[15s]" in scaled["rules"][2]["expr"]
+
+
+def test_the_self_rules_alert_on_a_recording_that_cannot_be_written_and_a_failed_config_reload():
+    (group,) = global_groups(Options())
+    rules = {r["alert"]: r for r in group["rules"]}
+    recording = rules[names.ALERT_RECORDING_FAILING]
+    assert recording["expr"] == f"increase({names.M_RECORDING_WRITE_ERRORS}[15m]) > 0"
+    assert "/healthz" in recording["annotations"]["description"]
+    reload = rules[names.ALERT_CONFIG_RELOAD_FAILED]
+    assert reload["expr"] == f"{names.M_CONFIG_RELOAD_OK} == 0" and reload["for"] == "5m"

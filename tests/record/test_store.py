@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -400,4 +401,127 @@ def test_a_clock_stepping_back_does_not_pause_the_recording(tmp_path):
     assert written and not again
     rec = Recording(tmp_path / "rec.sqlite", readonly=True)
     assert [s.ts for s in rec.snapshots("d")] == [5000.0 - 3600, 5000.0]
+    rec.close()
+
+
+def test_the_recording_keeps_no_url_secret_and_still_restores_the_windows(tmp_path):
+    """A target URL's password (with a raw `@`) and its `?token=` never reach the file; the book is
+    keyed by the redacted id and mapped back to the configured target on restore."""
+    path = tmp_path / "rec.sqlite"
+
+    def config(port):
+        url = f"http://user:pa@SSSECRET3@127.0.0.1:{port}/metrics?token=TOKSECRET4&x=1"
+        return parse_config({
+            "sidecar": {"recording_path": str(path), "recording_interval_seconds": 1},
+            "deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [{"role": "server", "url": url}]}],
+        })
+
+    async def go():
+        state = {"good": 0, "bad": 0}
+        runner, port = await _server(state)
+        clock = Clock(1000.0)
+        try:
+            sc = Sidecar(config(port), clock=clock)
+            await _ticks(sc, state, clock, (1000, 0, 0), (1060, 90, 10))
+            await sc.close()
+            on_disk = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+            state.update(good=5, bad=5)  # the server restarted meanwhile: only the book tells
+            clock.t = 1120
+            sc2 = Sidecar(config(port), clock=clock)
+            await sc2.run(once=True)
+            st = sc2.status()
+            await sc2.close()
+            return on_disk, st
+        finally:
+            await runner.cleanup()
+
+    on_disk, st = asyncio.run(go())
+    assert b"127.0.0.1" in on_disk  # the rows are there, redacted
+    assert b"SSSECRET3" not in on_disk and b"TOKSECRET4" not in on_disk and b"pa@" not in on_disk
+    w = st.deployments[0].slis[0].windows[0]
+    assert w.events == 110 and abs(w.good_ratio - 95 / 110) < 1e-9  # the book was matched to the target
+
+
+def test_a_full_disk_shows_on_healthz_as_degraded_and_in_a_counter_while_scraping_and_serving_go_on(tmp_path):
+    """The recording's writes fail with SQLite's own error (injected at the store's write seam): /healthz
+    answers 200 "degraded" with the reason, /metrics counts the failed writes, the SLO state keeps moving."""
+
+    async def go():
+        state = {"good": 5, "bad": 0}
+        runner, port = await _server(state)
+        clock = Clock(1000.0)
+        sc = Sidecar(_config(port, tmp_path / "rec.sqlite"), clock=clock)
+        http_port = await sc.start_http("127.0.0.1", 0)
+        base = f"http://127.0.0.1:{http_port}"
+        try:
+            async with aiohttp.ClientSession() as session:
+                async def get(path):
+                    async with session.get(base + path) as resp:
+                        return resp.status, await resp.text()
+
+                def disk_full(*args, **kwargs):
+                    raise sqlite3.OperationalError("database or disk is full")
+
+                real = sc.recording.write_tick
+                await _ticks(sc, state, clock, (1000, 5, 0))
+                assert (await get("/healthz"))[0] == 200
+                sc.recording.write_tick = disk_full
+                await _ticks(sc, state, clock, (1010, 50, 0), (1020, 80, 20))
+                health = await get("/healthz")
+                metrics = (await get("/metrics"))[1]
+                events = sc.status().deployments[0].slis[0].windows[0].events
+                sc.recording.write_tick = real
+                await _ticks(sc, state, clock, (1030, 90, 20))
+                healed = await get("/healthz")
+                metrics_after = (await get("/metrics"))[1]
+                return health, metrics, events, healed, metrics_after
+        finally:
+            await sc.close()
+            await runner.cleanup()
+
+    health, metrics, events, healed, metrics_after = asyncio.run(go())
+    code, body = health
+    assert code == 200, body
+    doc = json.loads(body)
+    assert doc["status"] == "degraded"
+    (reason,) = doc["problems"]
+    assert "rec.sqlite" in reason and "database or disk is full" in reason and "2 failed writes" in reason
+    assert "slo_monitor_recording_write_errors_total 2.0" in metrics
+    assert events == 95  # 100 - the 5 before the first scrape: the scrapes went on while nothing was written
+    assert healed[0] == 200 and json.loads(healed[1]) == {"status": "ok"}
+    assert "slo_monitor_recording_write_errors_total 2.0" in metrics_after  # a counter: it stays
+    assert "slo_monitor_recording_last_write_timestamp_seconds 1030.0" in metrics_after
+
+
+def test_a_full_disk_at_start_is_not_taken_for_a_damaged_recording_and_nothing_is_moved_aside(tmp_path, monkeypatch):
+    """Opening checkpoints the WAL into the main file, which needs space: SQLite's "database or disk is full"
+    there said "not a recording", and --recording-reset moved a sound file aside."""
+    path = tmp_path / "rec.sqlite"
+
+    async def one_tick():
+        state = {"good": 5, "bad": 0}
+        runner, port = await _server(state)
+        try:
+            sc = Sidecar(_config(port, path), clock=Clock(1000.0))
+            await sc.run(once=True)
+            await sc.close()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(one_tick())
+
+    def disk_full(self):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Recording, "checkpoint", disk_full)
+    for reset in (False, True):
+        with pytest.raises(RecordingError) as caught:
+            Sidecar(_config(1, path), recording_reset=reset)
+        message = str(caught.value)
+        assert "disk is full" in message and "not found damaged" in message and "recording-reset" not in message
+        assert "\n" not in message
+    assert sorted(p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name) == []
+    monkeypatch.undo()
+    rec = Recording(path, readonly=True)
+    assert len(list(rec.snapshots("d"))) == 1  # still there, still readable
     rec.close()

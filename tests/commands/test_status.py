@@ -1,0 +1,75 @@
+"""`slo-monitor status`: where it takes the API token from."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import pytest
+
+from monitor.cli import main
+from monitor.commands.status import TOKEN_ENV
+from monitor.state import StatusResponse, sidecar_status
+
+TOKEN = "t0k-from-elsewhere"
+BODY = StatusResponse(sidecar=sidecar_status(1.0, 2.0, 5.0, 3, 0.01), deployments=[]).model_dump_json().encode()
+
+
+@pytest.fixture
+def sidecar_url():
+    """A stand-in sidecar whose /api/v1/status wants `Authorization: Bearer TOKEN`."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            ok = self.headers.get("Authorization") == f"Bearer {TOKEN}"
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+            self.wfile.write(BODY if ok else b"{}")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_token_can_come_from_the_environment(sidecar_url, monkeypatch, capsys):
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    assert main(["status", "--url", sidecar_url, "--json"]) == 0
+    assert '"cycles": 3' in capsys.readouterr().out
+
+
+def test_the_token_can_come_from_a_file(sidecar_url, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")  # as `echo` writes it
+    assert main(["status", "--url", sidecar_url, "--json", "--token-file", str(path)]) == 0
+    assert '"cycles": 3' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [None, ""])
+def test_a_token_file_that_is_missing_or_empty_is_one_clear_line(content, tmp_path, capsys):
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    assert main(["status", "--url", "http://127.0.0.1:9", "--token-file", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--token-file" in err and str(path) in err
+
+
+def test_the_table_says_when_the_sidecar_is_degraded_or_its_last_reload_failed():
+    from monitor.commands.status import render_table
+    from monitor.state import ConfigReloadStatus
+
+    side = sidecar_status(1.0, 2.0, 5.0, 3, 0.01, degraded=["recording /r.sqlite: cannot write (disk full)"],
+                          config=ConfigReloadStatus(successful=False, last_success_ts=1.0, last_attempt_ts=2.0,
+                                                    last_error="c.yaml: invalid config (1 error)"))
+    table = render_table(StatusResponse(sidecar=side, deployments=[]), color=False)
+    assert "sidecar degraded: recording /r.sqlite: cannot write (disk full)" in table
+    assert "config reload failed (the previous config still runs): c.yaml: invalid config" in table
+    healthy = render_table(StatusResponse(sidecar=sidecar_status(1.0, 2.0, 5.0, 3, 0.01), deployments=[]), color=False)
+    assert "degraded" not in healthy and "reload" not in healthy
