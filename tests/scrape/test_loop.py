@@ -508,3 +508,11 @@ def test_a_persistent_internal_error_is_logged_with_its_traceback_once_then_one_
     assert all("ZeroDivisionError: division by zero" in r.getMessage() for r in errors)
     assert "traceback above" in errors[-1].getMessage()
     assert scraper.sink.statuses[("d", scraper.config.deployments[0].targets[1].id)].errors == 4
+
+
+def test_a_target_with_prometheus_3_quoted_names_is_scraped_not_failed():
+    """One `{"name",label="x"} 1` line failed the whole target with `invalid metric name ''`."""
+    text = exposition(tpot=[0.03] * 10) + '# TYPE "my.requests" counter\n{"my.requests_total","my.label"="x"} 1\n'
+    scraper = run_cycles({"/m": fixture_handler(text)}, lambda u: [{"role": "server", "url": f"{u}/m"}])
+    (status,) = scraper.sink.statuses.values()
+    assert status.up and status.last_error is None
