@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from monitor.conventions import (
     DEFAULT_GATEWAY,
+    MAX_CONFIG_BYTES,
     MAX_DEPLOYMENTS,
     MAX_NAME_CHARS,
     MAX_TARGETS,
@@ -511,9 +512,16 @@ def read_documents(path: str | Path) -> list[Any]:
     """The non-empty YAML (or JSON) documents of a file; errors name the file and line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)  # no more, whatever the file is (a device, a huge log)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config: {err.strerror or err}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: more than {MAX_CONFIG_BYTES // 2**20} MiB: refused (not a config?)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 (byte {err.start})") from None
     try:
         return [d for d in load_documents(text) if d is not None]
     except YamlLimitError as err:

@@ -281,6 +281,7 @@ MAX_NAME_CHARS: Final = 128
 MAX_TARGETS_PER_DEPLOYMENT: Final = 1_000
 MAX_DEPLOYMENTS: Final = 1_000
 MAX_TARGETS: Final = 10_000
+MAX_CONFIG_BYTES: Final = 8 * 1024 * 1024  # a config of 10,000 targets is ~1 MB
 
 
 def burn_thresholds_text() -> str:

@@ -1,10 +1,11 @@
-"""YAML (and JSON) documents read with bounds: alias expansion and nesting depth.
+"""YAML (and JSON) documents read with bounds: alias expansion, nesting depth, size.
 
 PyYAML's safe loader shares an aliased node instead of copying it, so a "billion laughs" file of a few
 hundred bytes loads quickly into a small graph that is a billion values wide to anything that walks it
 (pydantic, `repr`, `str`): minutes of CPU and gigabytes. Its composer also recurses once per nesting
 level, so a thousand nested `[` end in a RecursionError. Both are refused here while composing, before
-anything is built: a config has no use for either.
+anything is built: a config has no use for either. A list of 100,000 targets is refused after its
+10,000th, before the rest is read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 MAX_ALIAS_NODES = 10_000
 # Collections inside collections; a config is about 6 deep (deployments[].targets[].command[]).
 MAX_DEPTH = 64
+# Items of one list or mapping, and nodes of one document: far above what a config may ask for (1,000
+# targets per deployment, 10,000 in all: ~100,000 nodes), so that a file of 100,000 targets is refused
+# after a tenth of it is read, not once all of it is (pure-Python YAML reads ~10,000 nodes a second).
+MAX_ITEMS = 10_000
+MAX_NODES = 200_000
 
 
 class YamlLimitError(Exception):
@@ -35,6 +41,7 @@ class _BoundedLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._alias_nodes = 0
+        self._nodes = 0
         self._sizes: dict[int, int] = {}  # id(node) -> its size with aliases expanded
         self._open: list[Node] = []  # the collections being composed, outermost first
 
@@ -54,6 +61,13 @@ class _BoundedLoader(yaml.SafeLoader):
                                            f"{event.anchor}): refused (a 'billion laughs' document?); write "
                                            "the values out or use fewer aliases")
             return super().compose_node(parent, index)
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise YamlLimitError(line, f"more than {MAX_NODES:,} values in one file: refused")
+        if isinstance(parent, SequenceNode) and isinstance(index, int) and index >= MAX_ITEMS:
+            raise YamlLimitError(line, f"a list of more than {MAX_ITEMS:,} items: refused")
+        if isinstance(parent, MappingNode) and index is None and len(parent.value) >= MAX_ITEMS:
+            raise YamlLimitError(line, f"a mapping of more than {MAX_ITEMS:,} keys: refused")
         if parent is not None:
             self._open.append(parent)
         try:

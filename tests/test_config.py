@@ -266,3 +266,13 @@ def test_a_block_scalar_token_is_refused_and_a_stripped_one_loads(tmp_path):
 def test_a_url_with_a_control_character_is_refused(url):
     with pytest.raises(ConfigError, match=r"targets\[0\]\.url: Value error, character \d+ of \d+ is"):
         parse_config({"deployments": [{"name": "d", "targets": [{"role": "server", "url": url}]}]})
+
+
+def test_a_file_over_the_size_bound_or_not_utf8_is_refused_unread(tmp_path):
+    p = tmp_path / "huge.yaml"
+    p.write_bytes(b"# " + b"x" * (8 * 1024 * 1024) + b"\n")
+    with pytest.raises(ConfigError, match=r"huge.yaml: more than 8 MiB: refused"):
+        load_config(p)
+    p.write_bytes(b"deployments: []\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"huge.yaml: not UTF-8 \(byte 21\)"):
+        load_config(p)
