@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from monitor.conventions import (
     DEFAULT_GATEWAY,
+    MAX_CONFIG_BYTES,
+    MAX_DEPLOYMENTS,
+    MAX_NAME_CHARS,
+    MAX_TARGETS,
+    MAX_TARGETS_PER_DEPLOYMENT,
     OWN_RULE_FILES,
     PERIOD_MAX_SECONDS,
     PERIOD_MIN_SECONDS,
@@ -26,7 +31,8 @@ from monitor.conventions import (
     parse_duration,
     rules_file,
 )
-from monitor.escaping import LABEL_NAME_RE
+from monitor.escaping import LABEL_NAME_RE, excerpt, shorten
+from monitor.yaml_bounded import YamlLimitError, load_documents
 
 Role = Literal["server", "prefill", "decode", "router", "npu", "gpu", "request-log"]
 Source = Literal[
@@ -49,6 +55,40 @@ DEFAULT_DETAILS_INTERVAL = 60.0  # seconds between `npu-smi info -t KIND` runs p
 NpuSmiDetail = Literal["usages", "common", "power", "temp", "memory", "health", "ecc"]
 PLACEHOLDER_RE = re.compile(r"<[^<>]+>|\$\{?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\}?")
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # fullmatch: `$` would let a trailing newline through
+MAX_ERRORS_SHOWN = 20  # of a config's validation errors; the count says how many there are
+_CHAR_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space", "\0": "a NUL"}
+
+
+def _char(ch: str) -> str:
+    return _CHAR_NAMES.get(ch) or f"U+{ord(ch):04X}"
+
+
+def check_bearer_token(token: str | None) -> str | None:
+    """A bearer token goes into an `Authorization` header: visible ASCII, no whitespace (RFC 6750's
+    b64token is narrower still). The message never shows the token."""
+    if token is None:
+        return None
+    if not token:
+        raise ValueError("is empty; leave it out for no token")
+    for i, ch in enumerate(token):
+        if not "!" <= ch <= "~":
+            hint = (" (a YAML `|` block keeps the final newline: use `|-` or a quoted string)"
+                    if token.endswith("\n") and i == len(token.rstrip("\n")) else "")
+            raise ValueError(f"character {i + 1} of {len(token)} is {_char(ch)}: a bearer token is visible ASCII "
+                             f"without spaces or control characters, as it goes into an HTTP header{hint}")
+    return token
+
+
+def check_url(url: str | None) -> str | None:
+    """A control character in a URL (a YAML block's final newline) is never meant, and the HTTP client
+    would drop it silently. Spaces stay: a recipe's `<your node ip>` placeholder has them."""
+    if url is None:
+        return None
+    for i, ch in enumerate(url):
+        if not ch.isprintable():
+            raise ValueError(f"character {i + 1} of {len(url)} is {_char(ch)}; a URL has no control characters: "
+                             f"{excerpt(url)}")
+    return url
 
 
 class ConfigError(Exception):
@@ -94,6 +134,16 @@ class Target(_Strict):
     # version's own counters (conventions.AVAILABILITY_SERIES); the sidecar says so when it sees the other one.
     gateway: Gateway | None = None
 
+    @field_validator("bearer_token")
+    @classmethod
+    def _bearer(cls, v: str | None) -> str | None:
+        return check_bearer_token(v)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return check_url(v)
+
     @model_validator(mode="after")
     def _fill(self) -> Target:
         if self.source is None:
@@ -111,7 +161,7 @@ class Target(_Strict):
             raise ValueError(f"gateway applies to a gateway's targets (source router or router-engine-metrics), "
                              f"not {self.source!r}")
         if self.url and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+            raise ValueError(f"url must start with http:// or https://, got {excerpt(self.url)}")
         return self
 
     @property
@@ -171,9 +221,21 @@ class Deployment(_Strict):
     warnings: list[str] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        # Before the targets are validated one by one: 100,000 of them took 17 s to refuse.
+        targets = data.get("targets") if isinstance(data, dict) else None
+        if isinstance(targets, list) and len(targets) > MAX_TARGETS_PER_DEPLOYMENT:
+            raise ValueError(f"{len(targets):,} targets; a deployment may have {MAX_TARGETS_PER_DEPLOYMENT:,} at "
+                             "most (split it, or shard: docs/scale-out.md)")
+        return data
+
     @field_validator("name")
     @classmethod
     def _slug(cls, v: str) -> str:
+        if len(v) > MAX_NAME_CHARS:  # it becomes file names (alerts/rules/<name>.rules.yml, ...)
+            raise ValueError(f"{len(v):,} characters; a deployment name has {MAX_NAME_CHARS} at most")
         if not SLUG_RE.fullmatch(v):
             raise ValueError("must be a slug: lowercase letters, digits, '.', '_' or '-', e.g. kimi-k2-6-pd-16p")
         if v in OWN_RULE_FILES:  # its rules file would be the sidecar's own, and one of the two lost
@@ -318,6 +380,16 @@ class SidecarSettings(_Strict):
     otlp_endpoint: str | None = None
     otlp_interval_seconds: float = Field(default=15.0, gt=0)
 
+    @field_validator("api_bearer_token")
+    @classmethod
+    def _api_bearer(cls, v: str | None) -> str | None:
+        return check_bearer_token(v)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_url(cls, v: str | None) -> str | None:
+        return check_url(v)
+
     @field_validator("recording_retention")
     @classmethod
     def _retention(cls, v: str) -> str:
@@ -334,6 +406,21 @@ class SidecarSettings(_Strict):
 class Config(_Strict):
     sidecar: SidecarSettings = Field(default_factory=SidecarSettings)
     deployments: list[Deployment] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        deps = data.get("deployments") if isinstance(data, dict) else None
+        if not isinstance(deps, list):
+            return data
+        if len(deps) > MAX_DEPLOYMENTS:
+            raise ValueError(f"{len(deps):,} deployments; a config may have {MAX_DEPLOYMENTS:,} at most (shard: "
+                             "docs/scale-out.md)")
+        total = sum(len(d["targets"]) for d in deps if isinstance(d, dict) and isinstance(d.get("targets"), list))
+        if total > MAX_TARGETS:
+            raise ValueError(f"{total:,} targets; a config may have {MAX_TARGETS:,} at most (shard: "
+                             "docs/scale-out.md)")
+        return data
 
     @model_validator(mode="after")
     def _names_unique(self) -> Config:
@@ -359,7 +446,7 @@ def _loc(loc: tuple[Any, ...], data: Any) -> str:
             if isinstance(node, list) and item < len(node):
                 node = node[item]
                 if isinstance(node, dict) and isinstance(node.get("name"), str):
-                    label += f" ({node['name']})"
+                    label += f" ({shorten(node['name'], 60)})"
             parts.append(label)
         else:
             parts.append(("." if parts else "") + str(item))
@@ -368,28 +455,49 @@ def _loc(loc: tuple[Any, ...], data: Any) -> str:
 
 
 def format_validation_error(err: ValidationError, source: str, data: Any) -> str:
-    lines = [f"{source}: invalid config ({err.error_count()} error{'s' if err.error_count() > 1 else ''})"]
-    for e in err.errors():
+    """One line per error (the first MAX_ERRORS_SHOWN), each naming the field; an input value appears as
+    a short excerpt only (`repr` of a large one took a minute and printed gigabytes)."""
+    count = err.error_count()
+    lines = [f"{source}: invalid config ({count:,} error{'s' if count > 1 else ''})"]
+    for e in err.errors(include_input=False, include_url=False)[:MAX_ERRORS_SHOWN]:
         where = _loc(tuple(e["loc"]), data)
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (typo?)"
         elif e["type"] == "literal_error":
-            msg = f"{msg}; got {e.get('input')!r}"
-        lines.append(f"  {where}: {msg}")
+            msg = f"{msg}; got {excerpt(_at(tuple(e['loc']), data))}"
+        lines.append(f"  {shorten(where, 200)}: {shorten(msg)}")
+    if count > MAX_ERRORS_SHOWN:
+        lines.append(f"  ... and {count - MAX_ERRORS_SHOWN:,} more")
     return "\n".join(lines)
+
+
+def _at(loc: tuple[Any, ...], data: Any) -> Any:
+    """The input value at a pydantic error location (pydantic's own copy of it is not needed)."""
+    node = data
+    for item in loc:
+        in_list = isinstance(item, int) and isinstance(node, list) and 0 <= item < len(node)
+        if not (in_list or isinstance(node, dict) and item in node):
+            return None
+        node = node[item]
+    return node
 
 
 def is_openslo(docs: list[Any]) -> bool:
     """Several YAML documents, or one with an `apiVersion: openslo/...`: OpenSLO, not a sidecar config."""
-    return len(docs) > 1 or bool(docs and isinstance(docs[0], dict)
-                                 and str(docs[0].get("apiVersion", "")).startswith("openslo"))
+    return len(docs) > 1 or bool(docs and isinstance(docs[0], dict) and _says_openslo(docs[0]))
+
+
+def _says_openslo(doc: dict[Any, Any]) -> bool:
+    # Only a string can say so: `str()` of any other value walks all of it (a YAML alias graph: minutes).
+    version = doc.get("apiVersion")
+    return isinstance(version, str) and version.startswith("openslo")
 
 
 def parse_config(data: Any, source: str = "<config>") -> Config:
     if data is None:
         data = {}
-    if isinstance(data, dict) and "deployments" not in data and str(data.get("apiVersion", "")).startswith("openslo"):
+    if isinstance(data, dict) and "deployments" not in data and _says_openslo(data):
         raise ConfigError(f"{source}: an OpenSLO document; load it with `monitor.interop.load.load_config` "
                           "(every slo-monitor command does)")
     if not isinstance(data, dict):
@@ -404,11 +512,20 @@ def read_documents(path: str | Path) -> list[Any]:
     """The non-empty YAML (or JSON) documents of a file; errors name the file and line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)  # no more, whatever the file is (a device, a huge log)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config: {err.strerror or err}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: more than {MAX_CONFIG_BYTES // 2**20} MiB: refused (not a config?)")
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 (byte {err.start})") from None
+    try:
+        return [d for d in load_documents(text) if d is not None]
+    except YamlLimitError as err:
+        raise ConfigError(f"{path}:{f' line {err.line}:' if err.line else ''} {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""

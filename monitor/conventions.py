@@ -274,6 +274,14 @@ QUANTILES: Final = (0.5, 0.9, 0.99)
 # The SLO period a deployment may have (its error budget is computed over it in the generated rules).
 PERIOD_MIN_SECONDS: Final = 3600
 PERIOD_MAX_SECONDS: Final = 365 * 86400
+# What one config may ask for. A deployment's name becomes file names (alerts/rules/<name>.rules.yml,
+# ...; 255 bytes at most on Linux) and a label on every series. The biggest recipe has a few dozen
+# targets and the sidecar is measured at 400 (bench/RESULTS.md): beyond these, shard (docs/scale-out.md).
+MAX_NAME_CHARS: Final = 128
+MAX_TARGETS_PER_DEPLOYMENT: Final = 1_000
+MAX_DEPLOYMENTS: Final = 1_000
+MAX_TARGETS: Final = 10_000
+MAX_CONFIG_BYTES: Final = 8 * 1024 * 1024  # a config of 10,000 targets is ~1 MB
 
 
 def burn_thresholds_text() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from typing import Any
 
 import yaml
@@ -20,6 +21,32 @@ _PROMQL_SHORT = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"
 # RE2 metacharacters: a literal value inside `=~"..."` must not act as a pattern.
 _RE2_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
 LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")  # fullmatch: `$` would let a trailing newline through
+
+
+# An input value inside an error message: a few items of a collection, a few levels deep, the two ends
+# of a long string; never a walk of the whole value (a shared YAML node can be a billion values wide).
+_EXCERPT = reprlib.Repr()
+_EXCERPT.maxlevel, _EXCERPT.maxstring, _EXCERPT.maxother, _EXCERPT.maxlong = 3, 60, 60, 40
+_EXCERPT.maxlist = _EXCERPT.maxtuple = _EXCERPT.maxdict = _EXCERPT.maxset = 4
+EXCERPT_CHARS = 120
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A short `repr` of an input value for an error message: at most `limit` characters of it, and the
+    length of a string that was cut."""
+    text = _EXCERPT.repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    if isinstance(value, str) and len(value) > _EXCERPT.maxstring:
+        text += f" ({len(value):,} characters)"
+    return text
+
+
+def shorten(text: str, limit: int = 400) -> str:
+    """`text` (a message that may carry input) cut to `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
 def _unprintable(ch: str) -> bool:

@@ -176,3 +176,7 @@ async def fetch(
         return _fail(f"{type(err).__name__}: {err}", started)
     except OSError as err:
         return _fail(f"{type(err).__name__}: {err}", started)
+    except ValueError as err:
+        # The HTTP client refuses what cannot go on the wire (a header value with a newline: a bearer
+        # token built in code; the config refuses one at load). Its message never repeats the value.
+        return _fail(f"request not sent: {err}", started)

@@ -151,3 +151,128 @@ def test_deployment_label_names_are_checked_and_the_error_names_file_and_field(t
 def test_any_label_value_is_accepted():
     cfg = parse_config({"deployments": [{"name": "d", "labels": {"team": "{{", "owner": "{{ $value }}", "x": 'a"b\n'}}]})
     assert cfg.deployments[0].labels["team"] == "{{"
+
+
+# --- hostile configs: bounded work, one short error naming the file ------------------------------------------
+def laughs(levels: int, under: str) -> str:
+    """A "billion laughs" document: each level an alias list of nine of the level below (9**levels strings)."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\n{under}: *a{levels - 1}\n"
+
+
+@pytest.mark.parametrize("under", ["mode", "apiVersion", "deployments"])
+def test_alias_expansion_beyond_the_bound_is_refused_in_one_short_line_naming_the_file(tmp_path, under):
+    """A 515-byte file with nine levels took 68 s and 8.3 GB (`repr` of the input in the error); five
+    levels (59,049 strings) are enough to cross the bound."""
+    p = write(tmp_path, laughs(5, under))
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert msg.startswith(f"{p}: line 5:") and "aliases expand to more than 10,000 nodes" in msg
+    assert "\n" not in msg and len(msg) < 300
+
+
+def test_aliases_within_the_bound_still_load(tmp_path):
+    text = GOOD.replace("targets:", "labels: &l {team: inference}\n    targets:") + "  - name: other\n    labels: *l\n"
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.deployments[1].labels == {"team": "inference"}
+
+
+def test_a_recursive_alias_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"line 2: alias \*d is inside what it refers to"):
+        load_config(write(tmp_path, "deployments: &d\n  - *d\n"))
+
+
+@pytest.mark.parametrize("text", ["[" * 1000 + "]" * 1000, "deployments:\n  - launch: " + "{a: " * 1000 + "1" + "}" * 1000])
+def test_deep_nesting_is_one_line_not_a_recursion_error(tmp_path, text):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(err.value).startswith(f"{p}:") and "nested more than 64 levels deep" in str(err.value)
+
+
+def test_an_integer_too_long_for_python_is_a_config_error_naming_the_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"line 2: an integer of 5,000 characters: refused"):
+        load_config(write(tmp_path, "sidecar:\n  listen_port: " + "9" * 5000 + "\n"))
+
+
+def test_a_deployment_name_is_bounded_by_what_a_file_name_can_hold(tmp_path):
+    """A 10,000-character name ran, then `generate` died on "file name too long"."""
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, GOOD.replace("name: kimi-pd", "name: " + "k" * 10_000)))
+    msg = str(err.value)
+    assert "deployments[0]" in msg and "10,000 characters; a deployment name has 128 at most" in msg
+    assert len(msg) < 400
+    assert parse_config({"deployments": [{"name": "k" * 128}]}).deployments[0].name == "k" * 128
+
+
+def targets(n: int) -> list[dict]:
+    return [{"role": "server", "url": f"http://10.0.{i // 250}.{i % 250}:30000/metrics"} for i in range(n)]
+
+
+def test_targets_per_deployment_are_bounded_before_each_is_validated():
+    """100,000 targets in one deployment validated for 17 s, then the sidecar logged 100k "down" lines."""
+    assert len(parse_config({"deployments": [{"name": "d", "targets": targets(1000)}]}).deployments[0].targets) == 1000
+    with pytest.raises(ConfigError, match=r"deployments\[0\] \(d\): Value error, 1,001 targets; a deployment may "
+                                          r"have 1,000 at most"):
+        parse_config({"deployments": [{"name": "d", "targets": targets(1001)}]})
+
+
+def test_deployments_and_targets_per_config_are_bounded():
+    with pytest.raises(ConfigError, match=r"1,001 deployments; a config may have 1,000 at most"):
+        parse_config({"deployments": [{"name": f"d{i}"} for i in range(1001)]})
+    deps = [{"name": f"d{i}", "targets": targets(1000)} for i in range(11)]
+    with pytest.raises(ConfigError, match=r"11,000 targets; a config may have 10,000 at most"):
+        parse_config({"deployments": deps})
+
+
+def test_errors_show_an_excerpt_of_the_input_and_at_most_twenty_lines():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": [{"name": "d", "mode": "x" * 100_000}]}, "c.yaml")
+    assert "got 'xxxx" in str(err.value) and "(100,000 characters)" in str(err.value) and len(str(err.value)) < 400
+    bad = [{"name": f"d{i}", "cards": 0} for i in range(50)]
+    with pytest.raises(ConfigError) as err:
+        parse_config({"deployments": bad}, "c.yaml")
+    lines = str(err.value).splitlines()
+    assert lines[0] == "c.yaml: invalid config (50 errors)" and len(lines) == 22 and lines[-1] == "  ... and 30 more"
+
+
+# --- values that go into HTTP headers ------------------------------------------------------------------------
+@pytest.mark.parametrize("token, says", [
+    ("s3cret\n", r"character 7 of 7 is a newline.*use `\|-`"),
+    ("s3c ret", "character 4 of 7 is a space"),
+    ("s3cr\u00e9t", "character 5 of 6 is U\\+00E9"),
+    ("", "is empty"),
+])
+def test_a_bearer_token_must_be_header_safe_and_the_error_never_shows_it(tmp_path, token, says):
+    """A YAML block scalar's trailing newline passed, then every scrape logged a 30-line traceback."""
+    p = write(tmp_path, GOOD.replace('node: n1}', f'node: n1}}\n      - {{role: decode, url: "http://h:1/metrics", '
+                                                 f'bearer_token: {json.dumps(token)}}}'))
+    with pytest.raises(ConfigError, match=r"deployments\[0\] \(kimi-pd\)\.targets\[3\]\.bearer_token: Value error, "
+                                          + says) as err:
+        load_config(p)
+    assert token.strip() == "" or token.strip() not in str(err.value)
+
+
+def test_a_block_scalar_token_is_refused_and_a_stripped_one_loads(tmp_path):
+    block = GOOD.replace("sidecar:\n", "sidecar:\n  api_bearer_token: |\n    s3cret\n")
+    with pytest.raises(ConfigError, match=r"sidecar\.api_bearer_token: .*character 7 of 7 is a newline"):
+        load_config(write(tmp_path, block))
+    assert load_config(write(tmp_path, block.replace("|", "|-"))).sidecar.api_bearer_token == "s3cret"
+
+
+@pytest.mark.parametrize("url", ["http://h:1/metrics\n", "http://h:1/me\ttrics", "http://h:1/\x00"])
+def test_a_url_with_a_control_character_is_refused(url):
+    with pytest.raises(ConfigError, match=r"targets\[0\]\.url: Value error, character \d+ of \d+ is"):
+        parse_config({"deployments": [{"name": "d", "targets": [{"role": "server", "url": url}]}]})
+
+
+def test_a_file_over_the_size_bound_or_not_utf8_is_refused_unread(tmp_path):
+    p = tmp_path / "huge.yaml"
+    p.write_bytes(b"# " + b"x" * (8 * 1024 * 1024) + b"\n")
+    with pytest.raises(ConfigError, match=r"huge.yaml: more than 8 MiB: refused"):
+        load_config(p)
+    p.write_bytes(b"deployments: []\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"huge.yaml: not UTF-8 \(byte 21\)"):
+        load_config(p)

@@ -4,9 +4,11 @@ import pytest
 
 from monitor.escaping import (
     comment,
+    excerpt,
     matchers,
     promql_regex_literal,
     promql_string,
+    shorten,
     template_literal,
     yaml_text,
 )
@@ -59,3 +61,13 @@ def test_every_escaped_value_parses_in_promql(tmp_path):
 def test_a_label_name_is_checked_whole():
     with pytest.raises(ValueError, match="not a Prometheus label name"):
         matchers({"team\n": "x"})
+
+
+def test_an_excerpt_of_a_value_never_walks_all_of_it_and_says_what_it_cut():
+    wide: object = ["lol"] * 9
+    for _ in range(9):
+        wide = [wide] * 9  # 9**10 strings through shared lists, as a YAML alias graph
+    assert len(excerpt(wide)) <= 120 and excerpt(wide).startswith("[[[")
+    assert excerpt("x" * 10_000).endswith("' (10,000 characters)") and len(excerpt("x" * 10_000)) < 100
+    assert excerpt("pd") == "'pd'"
+    assert shorten("y" * 1000) == "y" * 400 + "... (600 more characters)" and shorten("short") == "short"

@@ -163,3 +163,14 @@ def test_the_error_echo_is_short_and_one_printable_line():
     res = fetch_from(handler, timeout=5, max_bytes=100_000)
     assert res.error.startswith("HTTP 503: overloaded ") and "\x1b" not in res.error and "\n" not in res.error
     assert len(res.error) <= len("HTTP 503: ") + 200
+
+
+@pytest.mark.parametrize("token", ["s3cret\n", "s3c\r\nX-Injected: 1", "s\x00cret"])
+def test_a_token_that_cannot_go_into_a_header_is_a_failed_fetch_not_an_exception(token):
+    """The config refuses such a token at load; a Target built in code still must not raise per scrape."""
+    async def ok(request):
+        return web.Response(text=REAL_TEXT.read_text())
+
+    res = fetch_from(ok, timeout=2, max_bytes=10_000_000, bearer_token=token)
+    assert not res.ok and res.error.startswith("request not sent: ") and "header" in res.error
+    assert "s3c" not in res.error and "cret" not in res.error

@@ -41,19 +41,31 @@ SCOPE = "monitor.export.otlp"
 DEFAULT_TIMEOUT_SECONDS = 10.0
 
 
+def _say_failure(said: dict[str, str], key: str, what: str, err: Exception) -> None:
+    """An ERROR line per failed export; the traceback only when the error is not the one `key` said last
+    (an error that persists was a traceback every interval)."""
+    text = f"{type(err).__name__}: {err}"
+    first = said.get(key) != text
+    said[key] = text
+    log.error("OTLP: %s (%s)%s", what, text, "" if first else "; again, its traceback above",
+              exc_info=err if first else None)
+
+
 class _SnapshotReader(PeriodicExportingMetricReader):
     """A periodic reader that refreshes the snapshot (and the instrument set) before each collection."""
 
     def __init__(self, exporter: OTLPMetricExporter, interval_ms: float, timeout_ms: float,
                  before_collect: Callable[[], None]) -> None:
         self._before_collect = before_collect
+        self._said: dict[str, str] = {}
         super().__init__(exporter, export_interval_millis=interval_ms, export_timeout_millis=timeout_ms)
 
     def collect(self, timeout_millis: float = 10_000) -> None:
         try:
             self._before_collect()
-        except Exception:  # a failed snapshot must not kill the exporter thread
-            log.exception("OTLP: could not read the sidecar status; exporting no points this cycle")
+        except Exception as err:  # a failed snapshot must not kill the exporter thread
+            _say_failure(self._said, "status", "could not read the sidecar status; exporting no points this cycle",
+                         err)
         super().collect(timeout_millis=timeout_millis)
 
 
@@ -75,6 +87,7 @@ class OtlpHandle:
         self._lock = threading.Lock()  # guards the snapshot (callbacks vs refresh)
         self._create_lock = threading.Lock()  # the ticker and force_flush may refresh at once
         self._snapshot: dict[str, list[OtlpPoint]] = {}
+        self._said: dict[str, str] = {}
         self._instruments: dict[str, Any] = {}
         self._closing = False
         self._closed = False
@@ -92,8 +105,8 @@ class OtlpHandle:
         if self._extra is not None:
             try:
                 extra = list(self._extra())
-            except Exception:  # accelerator families are optional: keep exporting the SLO series
-                log.exception("OTLP: accelerator families failed; exporting the SLO series only")
+            except Exception as err:  # accelerator families are optional: keep exporting the SLO series
+                _say_failure(self._said, "extra", "accelerator families failed; exporting the SLO series only", err)
         return points_from_status(status, extra)
 
     def _read(self) -> list[OtlpPoint]:

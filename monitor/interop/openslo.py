@@ -28,7 +28,7 @@ from monitor.conventions import (
     format_le,
     parse_duration,
 )
-from monitor.escaping import yaml_text
+from monitor.escaping import excerpt, shorten, yaml_text
 from monitor.generate.plan import (
     SLI_LONG,
     SLI_TITLES,
@@ -183,7 +183,8 @@ def render_openslo(config: Config) -> dict[str, str]:
 # --- reading --------------------------------------------------------------------------------------
 def _err(source: str, i: int, doc: Any, msg: str) -> ConfigError:
     name = doc.get("metadata", {}).get("name") if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) else None
-    return ConfigError(f"{source}: document {i + 1}{f' ({name})' if name else ''}: {msg}")
+    shown = f" ({excerpt(name, 60)})" if name else ""
+    return ConfigError(f"{source}: document {i + 1}{shown}: {shorten(msg)}")
 
 
 def _sli_of(query: str) -> str | None:
@@ -230,7 +231,8 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
     docs = list(docs)
     indicators: dict[str, dict[str, Any]] = {}
     for i, doc in enumerate(docs):
-        if not isinstance(doc, dict) or not str(doc.get("apiVersion", "")).startswith("openslo"):
+        version = doc.get("apiVersion") if isinstance(doc, dict) else None
+        if not isinstance(version, str) or not version.startswith("openslo"):
             raise _err(source, i, doc, "not an OpenSLO document (expected `apiVersion: openslo/v1`); a "
                                        "slo-monitor config is a single YAML document with `deployments:`")
         if doc.get("kind") == "SLI":
@@ -249,7 +251,7 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
             if indicator is None and spec.get("indicatorRef"):
                 ref = str(spec["indicatorRef"])
                 if ref not in indicators:
-                    raise ValueError(f"indicatorRef {ref!r} names no `kind: SLI` document in the file")
+                    raise ValueError(f"indicatorRef {excerpt(ref)} names no `kind: SLI` document in the file")
                 indicator = indicators[ref]
             ratio = ((indicator or {}).get("spec") or {}).get("ratioMetric")
             if not isinstance(ratio, dict):
@@ -265,7 +267,7 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
                 sli = labels.get("sli") if labels.get("sli") in SLI_FAMILIES else _sli_of(good)
             if sli is None:
                 raise ValueError(f"cannot tell the SLI: label `sli` is missing and the good query names no "
-                                 f"SGLang latency histogram bucket: {good!r}")
+                                 f"SGLang latency histogram bucket: {excerpt(good)}")
             if sli in (GOODPUT_SLI, AVAILABILITY_SLI):
                 target = 0.0  # goodput and availability have no latency target of their own
             elif A_TARGET in ann:
@@ -273,7 +275,7 @@ def config_from_openslo(docs: Iterable[Any], source: str) -> Config:
             else:
                 m = _LE_RE.search(good)
                 if not m or m.group(1) in ("", "+Inf"):
-                    raise ValueError(f"the good query has no finite `le` threshold: {good!r}")
+                    raise ValueError(f"the good query has no finite `le` threshold: {excerpt(good)}")
                 target = float(m.group(1))
             objective = _objective(spec)
             period = _period(spec)

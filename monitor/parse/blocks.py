@@ -11,6 +11,9 @@ A 32-DP-rank server serves ~90 such blocks and the sidecar reads ~15 of them, so
   line or a wanted block's line; when one is not (a line of another family mixed in, a comment, a
   family split in two) the text is not grouped and `parse_grouped` returns None: the caller falls back
   to the full scan (`monitor.parse.exposition`), which gives the same result or names the bad line.
+- a family written with quoted names (`# TYPE "my.x" counter`, lines `{"my.x_total",...}`: prometheus_client's
+  allow-utf-8 escaping) is skipped the same way, its lines counted by `{"my.x`; one the sidecar reads, a
+  quoted name with a space or an escape, go to the full scan.
 
 What a skipped block is not checked for: the label syntax and value of its lines (the full scan
 rejects a malformed line anywhere; this path rejects one only in a family the sidecar reads). Any
@@ -65,6 +68,9 @@ def _header(text: bytes, helps: bool, wanted: frozenset[str]) -> _Header | None:
     which repeat from scrape to scrape: read once. None when they do not name one family."""
     lines = text.split(b"\n")
     raw = lines[0][7:].split(b" ", 1)[0]
+    quoted = raw.startswith(b'"')
+    if quoted and (len(raw) < 3 or not raw.endswith(b'"') or b"\\" in raw):
+        return None  # a quoted name with a space or an escape: the full scan reads it
     kind = None
     for line in lines[1:] if helps else lines:
         parts = line[7:].split(None, 1)
@@ -76,13 +82,17 @@ def _header(text: bytes, helps: bool, wanted: frozenset[str]) -> _Header | None:
             return None
     if not raw:
         return None
-    family = canonical_name(raw.decode())
+    family = canonical_name(raw[1:-1].decode() if quoted else raw.decode())
     return _Header(family, kind, raw, len(lines), _reads(family, wanted))
 
 
 def _line_prefix(data: bytes, family: bytes, at: int) -> bytes | None:
     """The spelling the block's samples use: the header's, or OpenMetrics-escaped (prometheus_client
-    >= 0.23 writes `sglang_x_total` under `# TYPE sglang:x counter`)."""
+    >= 0.23 writes `sglang_x_total` under `# TYPE sglang:x counter`); under a quoted name (`# TYPE
+    "my.x" counter`), the samples' `{"my.x` (`{"my.x_total",...}`)."""
+    if family.startswith(b'"'):
+        quoted = b"{" + family[:-1]
+        return quoted if data.startswith(quoted, at) else None
     if data.startswith(family, at):
         return family
     escaped = family.replace(b":", b"_")
@@ -139,8 +149,8 @@ def parse_grouped(data: bytes, wanted: frozenset[str], content_type: str, limits
         if stop <= at:
             continue  # a family with no samples yet
         prefix = _line_prefix(data, head.raw, at)
-        if prefix is None:
-            return None
+        if prefix is None or head.reads and prefix.startswith(b"{"):
+            return None  # a family the sidecar reads written with quoted names: the full scan reads it
         if not head.reads:
             n = data.count(b"\n" + prefix, at - 1, stop - 1)
         else:

@@ -11,7 +11,9 @@ not laid out that way goes through the full scan below, which validates every li
 
 Accepted quirks, all seen in real output: `sglang:` and `sglang_` spellings (canonicalised to the
 colon), `le="1"` and `le="1.0"`, escaped label values, NaN/±Inf, missing HELP/TYPE, the `pid`
-label of multiprocess gauges (dropped), OpenMetrics timestamps, exemplars and `# EOF`.
+label of multiprocess gauges (dropped), OpenMetrics timestamps, exemplars and `# EOF`, and Prometheus 3's
+quoted names (`{"my.metric","my.label"="v"} 1`, `# TYPE "my.metric" counter`: what prometheus_client >= 0.22
+writes with `escaping=allow-utf-8` for a name that is not a legacy one), which the full scan reads.
 """
 
 from __future__ import annotations
@@ -94,20 +96,63 @@ def spell_value(value: float) -> str:
     return f"{value:g}"
 
 
-def _parse_labels_slow(text: str, lineno: int, line: str) -> list[tuple[str, str]]:
-    """Character parser for label sets with escapes (\\\\, \\", \\n) or odd spacing."""
+def _read_quoted(text: str, i: int, lineno: int, line: str, what: str) -> tuple[str, int]:
+    """The string quoted at `text[i]` (a `"`), unescaped (\\\\, \\", \\n), and the index after its closing quote."""
+    buf: list[str] = []
+    i += 1
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ParseError(lineno, f"unterminated {what}", line)
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                raise ParseError(lineno, f"dangling backslash in {what}", line)
+            buf.append(_UNESCAPE.get(text[i + 1], "\\" + text[i + 1]))
+            i += 2
+            continue
+        if ch == '"':
+            return "".join(buf), i + 1
+        buf.append(ch)
+        i += 1
+
+
+def _scan_labels(text: str, lineno: int, line: str) -> tuple[list[tuple[str, str]], str | None, tuple[int, int]]:
+    """Character parser for label sets with escapes (\\\\, \\", \\n), odd spacing or quoted names: the pairs,
+    and the metric name when one is quoted among them (Prometheus 3's `{"my.metric", "my.label"="v"}`,
+    as prometheus_client >= 0.22 writes names that are not legacy ones) with its span, a comma after it
+    included."""
     out: list[tuple[str, str]] = []
+    name: str | None = None
+    span = (0, 0)
     i, n = 0, len(text)
     while i < n:
         while i < n and text[i] in " \t,":
             i += 1
         if i >= n:
             break
-        m = _NAME_RE.match(text, i)
-        if not m or ":" in m.group(0):
-            raise ParseError(lineno, "invalid label name", line)
-        key = m.group(0)
-        i = m.end()
+        start = i
+        if text[i] == '"':
+            key, i = _read_quoted(text, i, lineno, line, "quoted name")
+            while i < n and text[i] in " \t":
+                i += 1
+            if i >= n or text[i] != "=":  # not a label name: the metric name
+                if name is not None:
+                    raise ParseError(lineno, "metric name given twice", line)
+                if not key:
+                    raise ParseError(lineno, "empty metric name", line)
+                if i < n and text[i] != ",":
+                    raise ParseError(lineno, "expected ',' after the quoted metric name", line)
+                name, span = key, (start, min(i + 1, n))
+                continue
+            if not key:
+                raise ParseError(lineno, "empty label name", line)
+        else:
+            m = _NAME_RE.match(text, i)
+            if not m or ":" in m.group(0):
+                raise ParseError(lineno, "invalid label name", line)
+            key = m.group(0)
+            i = m.end()
         while i < n and text[i] in " \t":
             i += 1
         if i >= n or text[i] != "=":
@@ -117,29 +162,20 @@ def _parse_labels_slow(text: str, lineno: int, line: str) -> list[tuple[str, str
             i += 1
         if i >= n or text[i] != '"':
             raise ParseError(lineno, f"label {key!r} value must be quoted", line)
-        i += 1
-        buf: list[str] = []
-        while True:
-            if i >= n:
-                raise ParseError(lineno, f"unterminated value of label {key!r}", line)
-            ch = text[i]
-            if ch == "\\":
-                if i + 1 >= n:
-                    raise ParseError(lineno, "dangling backslash in label value", line)
-                buf.append(_UNESCAPE.get(text[i + 1], "\\" + text[i + 1]))
-                i += 2
-                continue
-            if ch == '"':
-                i += 1
-                break
-            buf.append(ch)
-            i += 1
-        out.append((key, "".join(buf)))
+        value, i = _read_quoted(text, i, lineno, line, f"value of label {key!r}")
+        out.append((key, value))
         while i < n and text[i] in " \t":
             i += 1
         if i < n and text[i] != ",":
             raise ParseError(lineno, "expected ',' between labels", line)
-    return out
+    return out, name, span
+
+
+def _parse_labels_slow(text: str, lineno: int, line: str) -> list[tuple[str, str]]:
+    pairs, name, _ = _scan_labels(text, lineno, line)
+    if name is not None:  # `name{"other"}`: prometheus_client refuses it too
+        raise ParseError(lineno, "metric name given twice", line)
+    return pairs
 
 
 _LABELS_FULL_RE = re.compile(r'(?:\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"[^"\\]*"\s*,)*'
@@ -194,7 +230,16 @@ def parse_labels(text: str, lineno: int = 0, line: str = "") -> Labels:
 
 
 def split_sample(line: str, lineno: int) -> tuple[str, str | None, str]:
-    """(raw name, label text or None, rest after labels)."""
+    """(raw name, label text or None, rest after labels). A name quoted inside the braces comes back
+    unquoted, its label text without it."""
+    if line.startswith("{"):
+        close = _find_label_end(line, 1, lineno)
+        inner = line[1:close]
+        _, name, (start, end) = _scan_labels(inner, lineno, line)
+        if name is None:
+            raise ParseError(lineno, "expected a metric name", line)
+        rest = (inner[:start] + inner[end:]).strip(" \t")
+        return name, rest or None, line[close + 1 :]
     m = _NAME_RE.match(line)
     if not m:
         raise ParseError(lineno, "expected a metric name", line)
@@ -315,7 +360,10 @@ def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_fami
         selected.append(Sample(name, labels, value))
         if len(selected) > limit:
             limits.check_series(len(selected))
-    types = {canonical_name(a): b.strip() for a, b in _TYPE_RE.findall(body)}
+    found = _TYPE_RE.findall(body)
+    if any(a.startswith('"') for a, _ in found):
+        return None  # a quoted name (maybe with spaces): the line parser reads it
+    types = {canonical_name(a): b.strip() for a, b in found}
     families = -1
     if count_families:
         families = len({family_of(canonical_name(n)) for n in set(_NAMES_RE.findall(text))})
@@ -361,12 +409,28 @@ def decode(data: bytes) -> str:
         raise ParseError(data.count(b"\n", 0, err.start) + 1, f"not UTF-8 (byte {err.start})") from None
 
 
+def type_line(line: str, lineno: int) -> tuple[str, str]:
+    """(canonical family, type) of a `# TYPE` line; the name may be quoted (`# TYPE "my.metric" counter`)."""
+    rest = line[7:].lstrip(" \t")
+    if rest.startswith('"'):
+        name, i = _read_quoted(rest, 0, lineno, line, "quoted name")
+        kind = rest[i:].strip()
+        if not name or not kind or rest[i] not in " \t":
+            raise ParseError(lineno, "TYPE line needs a name and a type", line)
+        return canonical_name(name), kind
+    parts = rest.split(None, 1)
+    if len(parts) < 2:
+        raise ParseError(lineno, "TYPE line needs a name and a type", line)
+    return canonical_name(parts[0]), parts[1].strip()
+
+
 def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
                  limits: Limits = NO_LIMITS) -> Exposition:
     """The line-by-line parser: lenient where the fast grammar is strict, precise about errors."""
     is_om = "openmetrics" in content_type
     types: dict[str, str] = {}
-    first_line: dict[str, int] = {}  # raw sample name -> first line it appears on
+    first_line: dict[str, int] = {}  # raw sample name -> first line it appears on (names not quoted)
+    quoted_families: set[str] = set()  # of quoted names, which need not be legacy names
     selected: list[Sample] = []
     count = 0
     saw_eof = False
@@ -385,10 +449,8 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
             if saw_eof:
                 raise ParseError(lineno, "content after '# EOF'", line)
             if line.startswith("# TYPE "):
-                parts = line.split(None, 3)
-                if len(parts) < 4:
-                    raise ParseError(lineno, "TYPE line needs a name and a type", line)
-                types[canonical_name(parts[2])] = parts[3].strip()
+                family, kind = type_line(line, lineno)
+                types[family] = kind
             elif line.rstrip() == "# EOF":
                 saw_eof = True
                 is_om = True
@@ -399,7 +461,11 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
             raise ParseError(lineno, "content after '# EOF'", line)
         brace = line.find("{")
         space = line.find(" ")
-        if brace != -1 and (space == -1 or brace < space):
+        quoted = brace == 0
+        if quoted:  # the name quoted inside the braces (Prometheus 3): any UTF-8 but empty
+            raw, label_text, rest = split_sample(line, lineno)
+            name = canonical_name(raw)
+        elif brace != -1 and (space == -1 or brace < space):
             raw = line[:brace]
             name = canonical_name(raw)
             if keep_all or name in wanted_set:
@@ -422,7 +488,9 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
         count += 1
         if sample_limit is not None and count > sample_limit:
             limits.check_samples(count)
-        if raw not in first_line:
+        if quoted:
+            quoted_families.add(family_of(name))
+        elif raw not in first_line:
             first_line[raw] = lineno
         if keep_all or name in wanted_set:
             labels = parse_labels(label_text, lineno, line) if label_text else ()
@@ -437,7 +505,7 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
     if is_om and not saw_eof and "openmetrics" in content_type:
         raise ParseError(lineno if text else 0, "OpenMetrics exposition without '# EOF' (truncated?)")
     # Names are validated once each, not once per line.
-    families: set[str] = set()
+    families = quoted_families
     for raw, lineno in first_line.items():
         if not _NAME_RE.fullmatch(raw):
             raise ParseError(lineno, f"invalid metric name {raw!r}")

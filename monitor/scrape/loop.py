@@ -68,6 +68,9 @@ class Scraper:
         self.loops: dict[str, LoopHealth] = {d.name: LoopHealth(LOOP_SCRAPE, d.name) for d in config.deployments}
         self.cycle_loop = LoopHealth(LOOP_SIDECAR)
         self._sem = asyncio.Semaphore(config.sidecar.max_concurrent_scrapes)
+        # The internal error last logged per (deployment, target): its traceback is logged once, and the
+        # same error at every later scrape is one line (a bug that persists was 30 lines per scrape).
+        self._said: dict[tuple[str, str], str] = {}
         self.parser = ParserPool(config.sidecar)
 
     def close(self) -> None:
@@ -133,16 +136,27 @@ class Scraper:
                                        return_exceptions=True)
         for (dep, target), r in zip(pairs, results):
             if isinstance(r, Exception):  # a bug must not stop the loop: say where, and fail the scrape
-                log.error("%s: a scrape failed on an internal error: %r", dep.name, r, exc_info=r)
+                self._say_internal_error(dep, target, r)
                 self._internal_error(dep, target, r)
+
+    def _say_internal_error(self, dep: Deployment, target: Target, err: Exception) -> None:
+        text = f"{type(err).__name__}: {err}"
+        first = self._said.get((dep.name, target.id)) != text
+        self._said[(dep.name, target.id)] = text
+        log.error("%s %s: a scrape failed on an internal error: %s%s", dep.name, target.role, text,
+                  "" if first else " (again; its traceback above)", exc_info=err if first else None)
 
     def _internal_error(self, dep: Deployment, target: Target, err: Exception) -> None:
         """The target's scrape counts as failed with the error as its reason (counted, shown, logged)."""
         try:
             self.sink.apply(ScrapeResult(dep.name, target, self.clock(), 0.0,
                                          error=f"internal error: {type(err).__name__}: {err}"))
-        except Exception:
-            log.exception("%s: could not mark the target's scrape as failed either", dep.name)
+        except Exception as again:
+            text = f"{type(again).__name__}: {again}"
+            first = self._said.get((dep.name, "")) != text  # "": the deployment's own, beside its targets'
+            self._said[(dep.name, "")] = text
+            log.error("%s: could not mark the target's scrape as failed either: %s", dep.name, text,
+                      exc_info=again if first else None)
 
     async def cycle(self, session: aiohttp.ClientSession) -> float:
         """Scrape every target once, then close every deployment's cycle (tests, `--once`, no stagger)."""

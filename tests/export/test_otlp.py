@@ -242,3 +242,33 @@ def test_a_failing_extra_source_does_not_stop_the_slo_series():
         return bodies
 
     assert "slo_monitor_deployment_info" in _decode(asyncio.run(go()))
+
+
+def test_a_failure_at_every_export_logs_its_traceback_once(caplog):
+    """A source that fails at every export logged a traceback each interval."""
+    async def go():
+        receiver, endpoint, _ = await _otlp_receiver()
+
+        def broken():
+            raise ImportError("no accelerator families")
+
+        def no_status():
+            raise RuntimeError("status broken")
+
+        sc = Sidecar(parse_config({"deployments": [{"name": "idle", "tpot_target_seconds": 0.05}]}))
+        handles = [start_otlp(sc.status, endpoint, 3600, extra=broken, loop=asyncio.get_running_loop(), timeout_seconds=5),
+                   start_otlp(no_status, endpoint, 3600, timeout_seconds=5)]
+        try:
+            for handle in handles:
+                for _ in range(3):
+                    await asyncio.get_running_loop().run_in_executor(None, handle.force_flush)
+        finally:
+            for handle in handles:
+                await handle.aclose()
+            await receiver.cleanup()
+
+    with caplog.at_level("INFO", logger="monitor.export.otlp"):
+        asyncio.run(go())
+    for says in ("no accelerator families", "status broken"):
+        lines = [r for r in caplog.records if r.name == "monitor.export.otlp" and says in r.getMessage()]
+        assert len(lines) >= 3 and bool(lines[0].exc_info) and not any(r.exc_info for r in lines[1:]), says

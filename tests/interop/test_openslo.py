@@ -62,3 +62,25 @@ def test_foreign_openslo_without_annotations_uses_le_and_service():
 def test_non_openslo_document_is_refused_with_its_number():
     with pytest.raises(ConfigError, match=r"x.yaml: document 2: not an OpenSLO document"):
         config_from_openslo([{"apiVersion": "openslo/v1", "kind": "Service"}, {"deployments": []}], "x.yaml")
+
+
+def test_an_error_shows_an_excerpt_of_a_long_query_and_name_only():
+    doc = {"apiVersion": "openslo/v1", "kind": "SLO", "metadata": {"name": "n" * 50_000},
+           "spec": {"objectives": [{"target": 0.99}], "indicator": {"spec": {"ratioMetric": {
+               "good": {"metricSource": {"spec": {"query": "x" * 100_000}}},
+               "total": {"metricSource": {"spec": {"query": "y_count"}}}}}}}}
+    with pytest.raises(ConfigError) as err:
+        config_from_openslo([doc], "x.yaml")
+    msg = str(err.value)
+    assert msg.startswith("x.yaml: document 1 ('nnn") and "cannot tell the SLI" in msg and "(100,000 characters)" in msg
+    assert len(msg) < 500
+
+
+def test_an_alias_bomb_under_api_version_is_refused_before_anything_walks_it(tmp_path: Path):
+    """`str()` of the apiVersion in the OpenSLO detection took 39 s and 3.1 GB on a 9-level file."""
+    levels = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 6)]
+    p = tmp_path / "slo.yaml"
+    p.write_text("\n".join(levels) + "\napiVersion: *a5\n---\nkind: SLO\n")
+    with pytest.raises(ConfigError, match=r"slo.yaml: line \d+: aliases expand to more than 10,000 nodes"):
+        load_config(p)

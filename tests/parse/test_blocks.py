@@ -200,3 +200,32 @@ def test_fuzzed_broken_expositions_either_fall_back_or_agree_except_in_unread_fa
     above = text.split("\n")[: bad - 1]
     header = next(ln for ln in reversed(above) if ln.startswith(("# HELP ", "# TYPE ")))
     assert not _reads(canonical_name(header.split()[2]), wanted), (text, bad)
+
+
+QUOTED_BLOCK = ('# HELP "my.requests" requests\n# TYPE "my.requests" counter\n'
+                '{"my.requests_total","my.label"="x"} 1.0\n{"my.requests_created","my.label"="x"} 1.7e9\n')
+
+
+def test_a_family_written_with_quoted_names_is_skipped_like_any_other(real_text):
+    """prometheus_client's allow-utf-8 escaping writes a non-legacy family as `# TYPE "my.x" ...` and
+    `{"my.x_total",...}` lines: the block is skipped unread, with the full scan's result."""
+    text = real_text.replace("# HELP sglang:num_running_reqs", QUOTED_BLOCK + "# HELP sglang:num_running_reqs", 1)
+    for data in (text, text + "# EOF\n"):
+        grouped, full = both(data.encode(), engine_wanted())
+        assert grouped is not None and grouped == full
+        assert full[1] == 547 and full[2]["my.requests"] == "counter"
+
+
+def test_a_read_family_written_with_quoted_names_goes_to_the_full_scan(real_text):
+    start = real_text.index("# HELP sglang:num_running_reqs")
+    end = real_text.index("# HELP", start + 1)
+    block = real_text[start:end]
+    quoted = (block.replace("# HELP sglang:num_running_reqs", '# HELP "sglang:num_running_reqs"')
+              .replace("# TYPE sglang:num_running_reqs", '# TYPE "sglang:num_running_reqs"')
+              .replace("\nsglang:num_running_reqs{", '\n{"sglang:num_running_reqs",'))
+    assert quoted.count('{"sglang:num_running_reqs",') >= 1
+    text = real_text[:start] + quoted + real_text[end:]
+    assert parse_grouped(text.encode(), engine_wanted(), "", NO_LIMITS) is None
+    a = parse(text, engine_wanted(), count_families=False)
+    b = parse(real_text, engine_wanted(), count_families=False)
+    assert sorted(a.selected) == sorted(b.selected) and a.samples == b.samples and a.types == b.types

@@ -117,3 +117,80 @@ def test_exposition_cut_mid_line_is_rejected(real_text):
     cut = real_text[: real_text.index('le="0.4"') + 4]
     with pytest.raises(ParseError):
         parse(cut, engine_wanted())
+
+
+# --- Prometheus 3 / OpenMetrics quoted names (prometheus_client >= 0.22 writes them with escaping=allow-utf-8) ---
+OM = "application/openmetrics-text; version=1.0.0"
+QUOTED = [
+    '{"sglang:num_running_reqs",tp_rank="0"} 3\n',
+    '{"sglang:num_running_reqs"} 3\n',
+    '{"sglang:num_running_reqs","my.label"="v"} 3\n',
+    'sglang:num_running_reqs{"my.label"="v",tp_rank="1"} 3\n',
+    '{tp_rank="0","sglang:num_running_reqs"} 3\n',
+    '{ "sglang:num_running_reqs" , tp_rank="0" } 3\n',
+    '{"sglang:num_running_reqs","my \\"odd\\" label"="a\\nb"} 3 1700000000\n',
+    '# HELP "my.requests" reqs\n# TYPE "my.requests" counter\n{"my.requests_total",b="y","my.label"="x"} 1.0\n'
+    'sglang:num_running_reqs{tp_rank="0"} 3\n',
+    '# TYPE "my.lat" histogram\n{"my.lat_bucket",le="1.0"} 1\n{"my.lat_bucket",le="+Inf"} 1\n{"my.lat_count"} 1\n'
+    '{"my.lat_sum"} 0.5\n',
+]
+
+
+def samples_of(expo) -> list:
+    return sorted((s.name, s.labels, s.value) for s in expo.selected)
+
+
+def prometheus_clients(text: str, openmetrics: bool) -> list:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
+
+    families = om_families(text) if openmetrics else text_string_to_metric_families(text)
+    return sorted((s.name, tuple(sorted(s.labels.items())), s.value) for f in families for s in f.samples)
+
+
+@pytest.mark.parametrize("openmetrics", [False, True], ids=["text", "openmetrics"])
+@pytest.mark.parametrize("text", QUOTED)
+def test_quoted_names_parse_as_prometheus_client_parses_them(text, openmetrics):
+    """`{"sglang:foo",label="x"} 1` failed the whole target with `invalid metric name ''`."""
+    text += "# EOF\n" if openmetrics else ""
+    ct = OM if openmetrics else ""
+    assert samples_of(parse(text, content_type=ct)) == prometheus_clients(text, openmetrics)
+    wanted = parse(text, {"sglang:num_running_reqs"}, content_type=ct, count_families=False)
+    assert samples_of(wanted) == [s for s in prometheus_clients(text, openmetrics) if s[0] == "sglang:num_running_reqs"]
+
+
+def test_quoted_names_count_as_families_and_carry_their_type():
+    expo = parse(QUOTED[7] + QUOTED[8])
+    assert expo.types == {"my.requests": "counter", "my.lat": "histogram"}
+    assert (expo.families, expo.samples) == (3, 6)
+    assert parse('# TYPE "a b" gauge\n{"a b"} 1\n').types == {"a b": "gauge"}
+
+
+def test_a_real_prometheus_client_exposition_with_quoted_names_is_read(real_text):
+    from prometheus_client import CollectorRegistry, Counter, Gauge
+    from prometheus_client.openmetrics.exposition import generate_latest
+
+    registry = CollectorRegistry()
+    Counter("my.requests", "requests", ["my.label"], registry=registry).labels("x").inc()
+    Gauge("sglang:num_running_reqs", "running", ["tp_rank", "my.label"], registry=registry).labels("0", "y").set(7)
+    text = generate_latest(registry, escaping="allow-utf-8").decode()
+    assert '{"my.requests_total","my.label"="x"}' in text  # what the parser must read
+    expo = parse(text, {"sglang:num_running_reqs"}, content_type=OM, count_families=False)
+    assert samples_of(expo) == [("sglang:num_running_reqs", (("my.label", "y"), ("tp_rank", "0")), 7.0)]
+    assert expo.samples == len(prometheus_clients(text, True))
+
+
+@pytest.mark.parametrize("bad, why", [
+    ('{"a","b"} 1\n', "metric name given twice"),
+    ('foo{"bar"} 1\n', "metric name given twice"),
+    ('{"",a="b"} 1\n', "empty metric name"),
+    ('{"a",""="b"} 1\n', "empty label name"),
+    ('{a="b"} 1\n', "expected a metric name"),
+    ('{"a" b="c"} 1\n', "expected ',' after the quoted metric name"),
+    ('{"a} 1\n', "unterminated"),
+    ('# TYPE "a\n', "unterminated quoted name"),
+    ('# TYPE "a"\n', "TYPE line needs a name and a type"),
+])
+def test_malformed_quoted_names_name_the_line(bad, why):
+    with pytest.raises(ParseError) as err:
+        parse(bad)
+    assert why in str(err.value) and "line 1" in str(err.value)

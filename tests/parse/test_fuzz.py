@@ -63,6 +63,8 @@ line_parts = st.sampled_from([
     '# HELP x y', 'other_metric{a="}"} 2 1700000000', 'sglang:num_running_reqs{tp_rank="1",} NaN',
     "garbage here", "", "  ", "# EOF", 'sglang:num_queue_reqs{a="x\\"y"} +Inf', "m{a=\"1\" 2",
     'sglang:num_running_reqs{tp_rank="0"} 4', "x 1 # {t=\"1\"} 2",
+    '{"sglang:num_running_reqs",tp_rank="2"} 5', 'sglang:num_queue_reqs{"my.label"="v"} 2', '# TYPE "my.x" gauge',
+    '{"my.x"} 1', '{"a","b"} 1',
 ])
 
 

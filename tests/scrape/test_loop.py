@@ -495,3 +495,24 @@ def test_the_sidecar_cycle_is_restarted_after_an_unexpected_error(caplog):
         scraper, calls = asyncio.run(go())
     assert scraper.cycle_loop.restarts == 1 and len(calls) >= 5
     assert "request-log directory vanished" in scraper.cycle_loop.last_error
+
+
+def test_a_persistent_internal_error_is_logged_with_its_traceback_once_then_one_line_per_scrape(caplog):
+    """A bug on every scrape logged an ERROR with a 30-line traceback each time (240 lines in 8 s)."""
+    good = fixture_handler(exposition(tpot=[0.03] * 10))
+    with caplog.at_level(logging.INFO):
+        scraper = run_cycles({"/good": good, "/bad": good}, lambda u: [
+            {"role": "server", "url": f"{u}/good"}, {"role": "server", "url": f"{u}/bad"}], cycles=4, sink=_BadApply)
+    errors = [r for r in caplog.records if r.name == "monitor.scrape.loop" and "internal error" in r.getMessage()]
+    assert len(errors) == 4 and [bool(r.exc_info) for r in errors] == [True, False, False, False]
+    assert all("ZeroDivisionError: division by zero" in r.getMessage() for r in errors)
+    assert "traceback above" in errors[-1].getMessage()
+    assert scraper.sink.statuses[("d", scraper.config.deployments[0].targets[1].id)].errors == 4
+
+
+def test_a_target_with_prometheus_3_quoted_names_is_scraped_not_failed():
+    """One `{"name",label="x"} 1` line failed the whole target with `invalid metric name ''`."""
+    text = exposition(tpot=[0.03] * 10) + '# TYPE "my.requests" counter\n{"my.requests_total","my.label"="x"} 1\n'
+    scraper = run_cycles({"/m": fixture_handler(text)}, lambda u: [{"role": "server", "url": f"{u}/m"}])
+    (status,) = scraper.sink.statuses.values()
+    assert status.up and status.last_error is None
