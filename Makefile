@@ -14,7 +14,12 @@ SMG_VERSION := 1.13.0
 SMG_VENV := $(GATEWAYS)/smg-$(SMG_VERSION)
 SMG_STAMP := $(SMG_VENV)/.installed
 
-.PHONY: venv gateways demo test lint generate bench confusion clean
+# Prometheus 3, Alertmanager 0.35 and Sloth, built once from their pinned Go modules (tools/go_tools.sh) for the
+# tests that run every real Prometheus check on both Prometheus 2.42 (Debian) and 3.x.
+GO_BIN := $(VENV)/go-bin
+GO_STAMP := $(GO_BIN)/.built
+
+.PHONY: venv gateways go-tools demo test lint generate bench confusion clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -35,10 +40,16 @@ $(SMG_STAMP): | $(STAMP)
 
 gateways: $(SMG_STAMP)
 
+$(GO_STAMP): tools/go_tools.sh | $(STAMP)
+	bash tools/go_tools.sh $(GO_BIN)
+	touch $@
+
+go-tools: $(GO_STAMP)
+
 demo: $(STAMP) gateways
 	$(BIN)/slo-monitor demo
 
-test: $(STAMP) gateways
+test: $(STAMP) gateways go-tools
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -ra --durations=25
 

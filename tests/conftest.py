@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from monitor.emulate.topology import find_free_port as free_port  # noqa: F401 - re-exported; outside the ephemeral range
+from tests.components import ALERTMANAGER_BUILDS, PROMETHEUS_BUILDS, Build
 
 ROOT = Path(__file__).resolve().parents[1]
 # Real output of the systems the sidecar observes, committed with the project (tests/fixtures/real/README.md).
@@ -66,3 +67,14 @@ async def serve_routes(routes: dict, method: str = "GET") -> tuple:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     return runner, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(params=PROMETHEUS_BUILDS, ids=lambda b: b.name)
+def prometheus_build(request: pytest.FixtureRequest) -> Build:
+    """Each test that runs a real Prometheus (or promtool) runs on 2.42 and on 3.x."""
+    return request.param.require()
+
+
+@pytest.fixture(params=ALERTMANAGER_BUILDS, ids=lambda b: b.name)
+def alertmanager_build(request: pytest.FixtureRequest) -> Build:
+    return request.param.require()

@@ -1,10 +1,9 @@
-"""(a) again, from a real Prometheus 2.42 scraping the emulator in real time (emulated time 20x faster)."""
+"""(a) again, from a real Prometheus (2.42 and 3.x) scraping the emulator in real time (emulated time 20x faster)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import statistics
 import threading
 import time
@@ -17,10 +16,10 @@ from monitor.analyze.prometheus import load_prometheus
 from monitor.analyze.report import analyze
 from monitor.emulate import Emulator
 from tests.analyze.conftest import INCIDENT_AT, QUEUE_INCIDENT, RATE, T1, T2, WINDOW, make_config
+from tests.components import Build
 from tests.conftest import free_port
 from tests.procs import running
 
-PROMETHEUS = "/usr/bin/prometheus"
 SPEED = 20.0  # emulated seconds per real second: T2 (960 s) is 48 s of wall time
 SCRAPE = 0.5  # seconds of wall time = 10 emulated seconds (Prometheus is given, and answers with, `500ms`)
 
@@ -69,13 +68,12 @@ def prometheus_yml(config) -> str:
 
 
 @pytest.fixture()
-def live(tmp_path: Path):
-    if not shutil.which(PROMETHEUS):
-        pytest.fail(f"{PROMETHEUS} is not installed")
+def live(tmp_path: Path, prometheus_build: Build):
+    """Prometheus 2.42 and 3.x, each with a plain scrape config (no relabelling: names as each stores them)."""
     with ThreadedEmulator() as te:
         (tmp_path / "prometheus.yml").write_text(prometheus_yml(te.emu.localized_config()))
         port = free_port()
-        argv = [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        argv = [prometheus_build.server, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{port}"]
         with running(argv, tmp_path / "prometheus.log", ready_url=f"http://127.0.0.1:{port}/-/ready"):
             yield te, port

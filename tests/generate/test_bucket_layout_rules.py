@@ -1,5 +1,5 @@
 """What the generated rules read across a server relaunched with other `--bucket-*` edges, on a real
-Prometheus 2.42 (issue 24 item 1), beside the sidecar fed the same scrapes.
+Prometheus, 2.42 and 3.x (issue 24 item 1), beside the sidecar fed the same scrapes.
 
 The config declares the target's edge (TPOT 50 ms, SGLang's defaults plus 0.05), as the sidecar advises; the
 server runs on the defaults for 30 minutes, then is relaunched with the advised list. Every request has the
@@ -30,7 +30,7 @@ from monitor.generate.writer import write
 from monitor.parse.exposition import parse
 from monitor.parse.families import engine_wanted
 from monitor.slo.engine import DeploymentEngine
-from tests.generate.conftest import PROMETHEUS, need
+from tests.components import Build
 from tools.incident_lab.prometheus import serving
 
 EPOCH = 1_700_000_000.0
@@ -76,8 +76,8 @@ def _rule_exprs(alerts: Path, window: str) -> tuple[str, str]:
     return by_name[names.sli_good(window)], by_name[names.sli_total(window)]
 
 
-def test_rules_read_a_window_spanning_a_bucket_relaunch_low_where_the_sidecar_bounds_it(tmp_path: Path):
-    need(PROMETHEUS)
+def test_rules_read_a_window_spanning_a_bucket_relaunch_low_where_the_sidecar_bounds_it(tmp_path: Path,
+                                                                                      prometheus_build: Build):
     config = parse_config(CONFIG)
     dep = config.deployments[0]
     engine = DeploymentEngine(dep)
@@ -98,7 +98,8 @@ def test_rules_read_a_window_spanning_a_bucket_relaunch_low_where_the_sidecar_bo
     alerts = tmp_path / "out" / "alerts"
 
     measured = {}
-    with serving(capture, tmp_path / "prom", STEP) as url:
+    with serving(capture, tmp_path / "prom", STEP, prometheus=prometheus_build.server,
+                 promtool=prometheus_build.tool) as url:
         for when, window in ((END, "5m"), (END, "1h"), (RELAUNCH + 55 * 60, "1h"),
                              (RELAUNCH + 10 * 60, "30m")):
             good, total = _rule_exprs(alerts, window)

@@ -1,4 +1,4 @@
-"""A real Prometheus 2.42 scrapes a server replaying the real SGLang OpenMetrics answer (with its
+"""A real Prometheus (2.42 and 3.x) scrapes a server replaying the real SGLang OpenMetrics answer (with its
 `sglang_` sample names) and evaluates the generated rules, time-scaled 60x."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from monitor.config import parse_config
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.writer import write
+from tests.components import Build
 from tests.conftest import free_port
-from tests.generate.conftest import FIXTURES, PROMETHEUS, need
+from tests.generate.conftest import FIXTURES
 from tests.procs import running
 
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -87,8 +88,7 @@ def wait_for(check, timeout: float = 40.0):
 
 
 @pytest.fixture()
-def live(tmp_path: Path):
-    need(PROMETHEUS)
+def live(tmp_path: Path, prometheus_build: Build):
     text = (FIXTURES / "sglang_0.5.23_server_metrics.openmetrics.txt").read_text(encoding="utf-8")
     with FixtureServer(text) as server:
         config = parse_config({"sidecar": {"listen_port": free_port()}, "deployments": [{
@@ -96,7 +96,7 @@ def live(tmp_path: Path):
             "targets": [{"role": "server", "url": f"http://127.0.0.1:{server.port}/metrics"}]}]})
         write(generate(config, Options(time_scale=60, alertmanager=f"127.0.0.1:{free_port()}")), tmp_path)
         port = free_port()
-        argv = [PROMETHEUS, f"--config.file={tmp_path / 'alerts/prometheus.yml'}",
+        argv = [prometheus_build.server, f"--config.file={tmp_path / 'alerts/prometheus.yml'}",
                 f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"]
         with running(argv, tmp_path / "prometheus.log"):
             yield port, server

@@ -1,4 +1,5 @@
-"""The generated files pass the real tools: promtool check/test and amtool."""
+"""The generated files pass the real tools: promtool check/test (Prometheus 2.42 and 3.x) and amtool (Debian's
+Alertmanager and 0.35)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,25 @@ from pathlib import Path
 import pytest
 
 from monitor import conventions as names
-from tests.generate.conftest import AMTOOL, PROMTOOL, need, run_tool
+from tests.components import Build
+from tests.generate.conftest import run_tool
 
 
 @pytest.mark.parametrize("which", ["small_dir", "scaled_dir"])
-def test_promtool_checks_config_rules_and_runs_the_generated_rule_tests(which, request):
-    need(PROMTOOL)
+def test_promtool_checks_config_rules_and_runs_the_generated_rule_tests(which, request, prometheus_build: Build):
+    promtool = prometheus_build.tool
     alerts = request.getfixturevalue(which) / "alerts"
     rules = sorted(str(p) for p in (alerts / "rules").glob("*.rules.yml"))
-    res = run_tool(PROMTOOL, "check", "rules", *rules)
+    res = run_tool(promtool, "check", "rules", *rules)
     assert res.returncode == 0, res.stdout + res.stderr
-    res = run_tool(PROMTOOL, "check", "config", "prometheus.yml", cwd=alerts)
+    res = run_tool(promtool, "check", "config", "prometheus.yml", cwd=alerts)
     assert res.returncode == 0, res.stdout + res.stderr
     tests = sorted(str(p.relative_to(alerts)) for p in (alerts / "tests").glob("*.test.yml"))
     assert tests
     if which == "scaled_dir":
         tests = ["tests/kimi-pd.test.yml"]  # same cases at 1/60 time; one file keeps the suite quick
     # One promtool per file, side by side: the files are independent and the simulation is CPU-bound.
-    procs = [subprocess.Popen([PROMTOOL, "test", "rules", t], cwd=alerts, stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([promtool, "test", "rules", t], cwd=alerts, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for t in tests]
     for proc in procs:
         out, _ = proc.communicate(timeout=120)
@@ -47,10 +49,10 @@ def test_generated_tests_cover_breach_healthy_and_idle_for_each_sli(small_files)
     assert all(a["exp_alerts"] == [] for a in quiet["alert_rule_test"])
 
 
-def test_the_self_rules_have_a_promtool_test_of_each_alert_firing_and_staying_quiet(small_files, small_dir):
+def test_the_self_rules_have_a_promtool_test_of_each_alert_firing_and_staying_quiet(small_files, small_dir,
+                                                                                     prometheus_build: Build):
     import yaml
 
-    need(PROMTOOL)
     doc = yaml.safe_load(small_files["alerts/tests/self.test.yml"])
     assert doc["rule_files"] == ["../rules/self.rules.yml"]
     tested = {t["alertname"] for case in doc["tests"] for t in case["alert_rule_test"]}
@@ -62,13 +64,12 @@ def test_the_self_rules_have_a_promtool_test_of_each_alert_firing_and_staying_qu
     stuck = next(c for c in doc["tests"] if c["alert_rule_test"][0]["alertname"] == names.ALERT_LOOP_STUCK)
     fired = {a["exp_labels"].get("deployment") for a in stuck["alert_rule_test"][-1]["exp_alerts"]}
     assert fired == {"stuck-deployment", None}  # a deployment's loop and the sidecar's own; the healthy one stays quiet
-    res = run_tool(PROMTOOL, "test", "rules", "tests/self.test.yml", cwd=small_dir / "alerts")
+    res = run_tool(prometheus_build.tool, "test", "rules", "tests/self.test.yml", cwd=small_dir / "alerts")
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_amtool_accepts_the_alertmanager_config(small_dir):
-    need(AMTOOL)
-    res = run_tool(AMTOOL, "check-config", str(small_dir / "alerts/alertmanager.yml"))
+def test_amtool_accepts_the_alertmanager_config(small_dir, alertmanager_build: Build):
+    res = run_tool(alertmanager_build.tool, "check-config", str(small_dir / "alerts/alertmanager.yml"))
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -82,7 +83,7 @@ def test_alertmanager_routes_pages_and_inhibits_tickets(small_files):
     assert all(w["send_resolved"] for r in am["receivers"] for w in r["webhook_configs"])
 
 
-def _generate_one(tmp_path: Path, **deployment) -> Path:
+def _generate_one(tmp_path: Path, promtool: str, **deployment) -> Path:
     """Generate the files of one deployment `p` (one server, TPOT 40 ms, plus `deployment`) and check them
     with promtool: its rules, and its generated rule tests. Returns the alerts directory."""
     from monitor.config import parse_config
@@ -90,30 +91,30 @@ def _generate_one(tmp_path: Path, **deployment) -> Path:
     from monitor.generate.options import Options
     from monitor.generate.writer import write
 
-    need(PROMTOOL)
     cfg = parse_config({"deployments": [{"name": "p", "tpot_target_seconds": 0.04, **deployment,
                                          "targets": [{"role": "server", "url": "http://10.0.0.1:30000/metrics"}]}]})
     write(generate(cfg, Options()), tmp_path)
     alerts = tmp_path / "alerts"
-    res = run_tool(PROMTOOL, "check", "rules", str(alerts / "rules" / "p.rules.yml"))
+    res = run_tool(promtool, "check", "rules", str(alerts / "rules" / "p.rules.yml"))
     assert res.returncode == 0, res.stdout + res.stderr
-    res = run_tool(PROMTOOL, "test", "rules", "tests/p.test.yml", cwd=alerts)
+    res = run_tool(promtool, "test", "rules", "tests/p.test.yml", cwd=alerts)
     assert res.returncode == 0, res.stdout + res.stderr
     return alerts
 
 
 @pytest.mark.parametrize("period", ["1h", "365d"])
-def test_the_shortest_and_longest_periods_give_rules_promtool_checks_and_tests(period, tmp_path):
-    _generate_one(tmp_path, period=period)
+def test_the_shortest_and_longest_periods_give_rules_promtool_checks_and_tests(period, tmp_path,
+                                                                             prometheus_build: Build):
+    _generate_one(tmp_path, prometheus_build.tool, period=period)
 
 
-def test_deployment_label_values_are_literal_text_in_the_generated_alerts(tmp_path):
+def test_deployment_label_values_are_literal_text_in_the_generated_alerts(tmp_path, prometheus_build: Build):
     """`team: "{{"` broke `promtool check rules`; `{{ $value }}` was executed. Both are shown as written:
     the generated tests expect each alert with the labels exactly as configured, and promtool agrees."""
     import yaml
 
     labels = {"team": "{{", "owner": "{{ $value }}", "quoted": 'a "b" {{ $labels.job }}'}
-    alerts = _generate_one(tmp_path, labels=labels)
+    alerts = _generate_one(tmp_path, prometheus_build.tool, labels=labels)
     doc = yaml.safe_load((alerts / "tests" / "p.test.yml").read_text())
     fired = [a for case in doc["tests"] for t in case["alert_rule_test"] for a in t["exp_alerts"]]
     assert fired and all(labels.items() <= a["exp_labels"].items() for a in fired)

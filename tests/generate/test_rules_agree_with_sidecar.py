@@ -5,7 +5,11 @@ The expositions are written by prometheus_client (as SGLang's own collectors wri
 that records E2E latencies of its part only (as SGLang 0.5.23 does) and a decode server that records every
 SLI. The same cumulative values are fed to the sidecar's engine and, as promtool input series with the
 labels Prometheus's scrape adds, to the generated rules; promtool must then read the sidecar's numbers.
-Samples fall on the window's edges, so `rate()` does not extrapolate and the two agree to rounding.
+Samples fall on the window's edges. Prometheus 2.42's range selectors are closed, so its 5m window holds the
+same five scrape intervals as the sidecar's and `rate()` does not extrapolate; Prometheus 3's are left-open, so
+the sample on the window's start is left out and `rate()` extrapolates four intervals to five. Each step
+therefore serves the same requests (a steady load, the same latencies every minute): the extrapolation is then
+exact and both versions must read the sidecar's numbers to rounding (docs/prometheus3.md).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from monitor.parse.exposition import parse
 from monitor.parse.families import engine_wanted
 from monitor.parse.gateway import ROUTER_WANTED
 from monitor.slo.engine import DeploymentEngine
-from tests.generate.conftest import PROMTOOL, need, run_tool
+from tests.components import Build
+from tests.generate.conftest import run_tool
 
 STEP = 60  # one scrape a minute
 STEPS = 10
@@ -67,11 +72,10 @@ def _input_series(text: str, role: str, instance: str, deployment: str = "pd") -
     return out
 
 
-def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rules(tmp_path: Path):
-    need(PROMTOOL)
+def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rules(tmp_path: Path,
+                                                                                  prometheus_build: Build):
     config = parse_config(CONFIG)
     dep = config.deployments[0]
-    rng = random.Random(7)
     prefill = Server("prefill", ("e2e",))  # SGLang's prefill tokenizer records E2E, never TTFT/TPOT/ITL
     decode = Server("decode", ("ttft", "tpot", "itl", "e2e"))
     targets = {t.role: t for t in dep.targets}
@@ -79,7 +83,8 @@ def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rule
     history: dict[str, list[float]] = {}
     truth: list[list[float]] = [[] for _ in range(STEPS + 1)]  # the client's E2E (decode's), per step
     for step in range(STEPS + 1):
-        for _ in range(40 + 10 * step):
+        rng = random.Random(7)  # every minute the same requests: see the module doc
+        for _ in range(60):
             # The decode server's E2E is the client's; the prefill server's covers prefill only (short).
             ttft = rng.lognormvariate(0.2, 0.8)
             decode.hists["ttft"].observe(ttft)
@@ -125,14 +130,14 @@ def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rule
                        "promql_expr_test": exp}]}
     path = tmp_path / "agreement.test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
-    result = run_tool(PROMTOOL, "test", "rules", str(path))
+    result = run_tool(prometheus_build.tool, "test", "rules", str(path))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
-def test_the_leading_tpot_signal_agrees_between_sidecar_and_generated_rules(tmp_path: Path):
+def test_the_leading_tpot_signal_agrees_between_sidecar_and_generated_rules(tmp_path: Path,
+                                                                             prometheus_build: Build):
     """ITL mean over 1m and running / gen_throughput (per DP rank, never summed over TP ranks): the
     sidecar's `slo_monitor_tpot_leading_seconds` and the rules' `slo_monitor:tpot_leading:seconds`."""
-    need(PROMTOOL)
     config = parse_config({"deployments": [{"name": "pd", "tpot_target_seconds": 0.1,
                                             "targets": [{"role": "server", "url": "http://10.0.0.2:30000/metrics"}]}]})
     dep = config.deployments[0]
@@ -140,14 +145,16 @@ def test_the_leading_tpot_signal_agrees_between_sidecar_and_generated_rules(tmp_
     ranks = ["model_name", "engine_type", "dp_rank", "tp_rank"]
     running = Gauge(GAUGES["num_running_reqs"], "running", ranks, registry=server.registry)
     generated = Gauge(GAUGES["gen_throughput"], "tokens/s", ranks, registry=server.registry)
-    rng = random.Random(11)
     engine = DeploymentEngine(dep)
     history: dict[str, list[float]] = {}
+    step_s = 15  # the ITL mean is over 1m: a 1m scrape leaves Prometheus 3's left-open 1m window one sample
     for step in range(STEPS + 1):
+        rng = random.Random(11)  # the same ITLs every scrape (see the module doc)
         for _ in range(200):
             server.hists["itl"].observe(rng.uniform(0.01, 0.3))
+        gauges = random.Random(step)  # the gauges are read now, not over a window: they move freely
         for dp in ("0", "1"):
-            n, tok = rng.randint(1, 30), rng.uniform(100.0, 900.0)
+            n, tok = gauges.randint(1, 30), gauges.uniform(100.0, 900.0)
             for tp in ("0", "1"):  # every TP rank of a DP group repeats its scheduler's values
                 running.labels("kimi", "unified", dp, tp).set(n)
                 generated.labels("kimi", "unified", dp, tp).set(tok)
@@ -155,22 +162,22 @@ def test_the_leading_tpot_signal_agrees_between_sidecar_and_generated_rules(tmp_
         engine.observe(dep.targets[0], parse(text, engine_wanted(), count_families=False))
         for series, value in _input_series(text, "server", "10.0.0.2:30000").items():
             history.setdefault(series, []).append(value)
-        engine.snapshot(float(step * STEP))
-    lead = engine.state(float(STEPS * STEP)).leading_tpot
+        engine.snapshot(float(step * step_s))
+    lead = engine.state(float(STEPS * step_s)).leading_tpot
     assert lead is not None and lead.itl_seconds and lead.throughput_seconds
     files = generate(config, Options(config_name="agreement"))
     write(files, tmp_path)
     exp = [{"expr": f'abs({names.TPOT_LEADING}{{deployment="pd",source="{source}"}} / {value!r} - 1) < bool 1e-9',
-            "eval_time": f"{STEPS}m", "exp_samples": [{"labels": f'{{deployment="pd", source="{source}"}}', "value": 1}]}
+            "eval_time": f"{STEPS * step_s}s", "exp_samples": [{"labels": f'{{deployment="pd", source="{source}"}}', "value": 1}]}
            for source, value in zip(names.TPOT_LEADING_SOURCES, (lead.itl_seconds, lead.throughput_seconds, lead.seconds))]
-    test = {"rule_files": [str(tmp_path / "alerts" / names.rules_file("pd"))], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m",
+    test = {"rule_files": [str(tmp_path / "alerts" / names.rules_file("pd"))], "evaluation_interval": f"{step_s}s",
+            "tests": [{"interval": f"{step_s}s",
                        "input_series": [{"series": s, "values": " ".join(repr(v) for v in vals)}
                                         for s, vals in sorted(history.items())],
                        "promql_expr_test": exp}]}
     path = tmp_path / "leading.test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
-    result = run_tool(PROMTOOL, "test", "rules", str(path))
+    result = run_tool(prometheus_build.tool, "test", "rules", str(path))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
@@ -205,8 +212,10 @@ def _gateway_text(gateway: str, counts: dict[str, float]) -> str:
 
 
 def _step_counts(gateway: str, rng: random.Random, step: int) -> dict[str, float]:
-    """One scrape interval of traffic; failures start at step 4 (their series are born then, mid-history)."""
-    n = 50 + 10 * step
+    """One scrape interval of traffic, the same every minute (see the module doc) but that failures start at
+    step 4 (their series are born then, mid-history)."""
+    rng.seed(3)
+    n = 100
     failing = step >= 4
     if gateway == "smg-1.13":
         passed, own, broken = (rng.randint(0, 4), rng.randint(0, 3), rng.randint(0, 2)) if failing else (0, 0, 0)
@@ -225,8 +234,8 @@ def _step_counts(gateway: str, rng: random.Random, step: int) -> dict[str, float
 
 
 @pytest.mark.parametrize("gateway", ["smg-1.13", "sglang-router-0.3.2"])
-def test_availability_agrees_between_sidecar_and_generated_rules(tmp_path: Path, gateway: str):
-    need(PROMTOOL)
+def test_availability_agrees_between_sidecar_and_generated_rules(tmp_path: Path, gateway: str,
+                                                                 prometheus_build: Build):
     config = parse_config(GATEWAY_CONFIG)
     config.deployments[0].targets[0].gateway = gateway  # type: ignore[assignment]
     dep = config.deployments[0]
@@ -258,5 +267,5 @@ def test_availability_agrees_between_sidecar_and_generated_rules(tmp_path: Path,
             "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": exp}]}
     path = tmp_path / "agreement.test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
-    result = run_tool(PROMTOOL, "test", "rules", str(path))
+    result = run_tool(prometheus_build.tool, "test", "rules", str(path))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -28,24 +28,26 @@ def available() -> bool:
     return bool(shutil.which(PROMETHEUS) and shutil.which(PROMTOOL))
 
 
-def backfill(openmetrics: Path, tsdb: Path) -> None:
-    res = subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(tsdb)],
+def backfill(openmetrics: Path, tsdb: Path, promtool: str = PROMTOOL) -> None:
+    res = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(tsdb)],
                          capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         raise LabPrometheusError(f"promtool could not backfill {openmetrics}: {res.stderr.strip() or res.stdout}")
 
 
 @contextlib.contextmanager
-def serving(openmetrics: Path, workdir: Path, interval: float, timeout: float = 60.0) -> Iterator[str]:
-    """Backfill `openmetrics` into a fresh TSDB under `workdir`, serve it; yields the base URL."""
+def serving(openmetrics: Path, workdir: Path, interval: float, timeout: float = 60.0, *,
+            prometheus: str = PROMETHEUS, promtool: str = PROMTOOL) -> Iterator[str]:
+    """Backfill `openmetrics` into a fresh TSDB under `workdir`, serve it; yields the base URL. `prometheus` and
+    `promtool`: which build (the tests run 2.42 and 3.x)."""
     tsdb = workdir / "tsdb"
     shutil.rmtree(tsdb, ignore_errors=True)
-    backfill(openmetrics, tsdb)
+    backfill(openmetrics, tsdb, promtool)
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(
         {"global": {"scrape_interval": f"{interval:g}s", "evaluation_interval": f"{interval:g}s"}}))
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = [PROMETHEUS, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={tsdb}",
+    argv = [prometheus, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={tsdb}",
             "--storage.tsdb.retention.time=100y", f"--query.lookback-delta={round(interval * 1500)}ms",
             f"--web.listen-address=127.0.0.1:{port}"]
     with running(argv, workdir / "prometheus.log", ready_url=f"{url}/-/ready", timeout=timeout):
