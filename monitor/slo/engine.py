@@ -148,14 +148,8 @@ class DeploymentEngine:
                             f"{seen}` on the router targets (the availability SLI and the generated rules read "
                             f"each version's own counters)")
         self.warnings[tid] = warnings
-        kinds: list[tuple[str, list[Sample]]] = []
-        closed = client_closed_samples(expo.selected, self.deployment.gateway)
-        if closed is not None:
-            self._counts_client_closed = True
-            kinds += [(GATEWAY_ANSWERED, closed[0]), (GATEWAY_CLIENT_CLOSED, closed[1])]
-        if self.deployment.availability_objective is not None:
-            total, bad = availability_samples(expo.selected, self.deployment.gateway)
-            kinds += [(GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)]
+        kinds = self._gateway_kinds(expo.selected)
+        self._counts_client_closed = self._counts_client_closed or any(k == GATEWAY_ANSWERED for k, _ in kinds)
         if not kinds:
             return 0
         now = self._now if ts is None else ts
@@ -179,6 +173,18 @@ class DeploymentEngine:
         if resets:
             self.resets[tid] = self.resets.get(tid, 0) + 1
         return 1 if resets else 0
+
+    def _gateway_kinds(self, samples: list[Sample]) -> list[tuple[str, list[Sample]]]:
+        """Which of the sidecar's gateway counters `samples` feed: the answers and those whose client left first
+        (where the gateway tells them apart), and the availability SLI's two (when the deployment has one)."""
+        kinds: list[tuple[str, list[Sample]]] = []
+        closed = client_closed_samples(samples, self.deployment.gateway)
+        if closed is not None:
+            kinds += [(GATEWAY_ANSWERED, closed[0]), (GATEWAY_CLIENT_CLOSED, closed[1])]
+        if self.deployment.availability_objective is not None:
+            total, bad = availability_samples(samples, self.deployment.gateway)
+            kinds += [(GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)]
+        return kinds
 
     def restore(self, snapshots: Iterable[Snapshot], book: SeriesBook | None) -> int:
         """Reload history recorded by an earlier run of the sidecar; returns snapshots loaded.
@@ -210,15 +216,7 @@ class DeploymentEngine:
                 if key[1] in family_counter:
                     self._counter_keys[family_counter[key[1]]].add(key)
                 else:  # a gateway series: which of the gateway counters it feeds
-                    one = [Sample(key[1], key[2], 0.0)]
-                    kinds = []
-                    closed = client_closed_samples(one, self.deployment.gateway)
-                    if closed is not None:
-                        kinds += [(GATEWAY_ANSWERED, closed[0]), (GATEWAY_CLIENT_CLOSED, closed[1])]
-                    if self.deployment.availability_objective is not None:
-                        total, bad = availability_samples(one, self.deployment.gateway)
-                        kinds += [(GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)]
-                    for kind, found in kinds:
+                    for kind, found in self._gateway_kinds([Sample(key[1], key[2], 0.0)]):
                         if found:
                             self._gateway_keys[kind].add(key)
         return n
