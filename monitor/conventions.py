@@ -247,6 +247,25 @@ AVAILABILITY_SERIES: Final[dict[str, AvailabilitySeries]] = {
 GATEWAY_REQUESTS: Final = "gateway_requests_total"
 GATEWAY_FAILED: Final = "gateway_failed_requests_total"
 
+# --- Clients that gave up before the end of their answer (docs/goodput.md, "Clients that gave up") -------
+# Not a server-side failure (the availability SLI leaves them out) but lost goodput, and invisible to the
+# latency SLIs: SGLang observes no TTFT for a request aborted before its first token, and its per-request
+# log has no line for a stream whose client left. What is measured, per deployment:
+#   - smg 1.13: its answers with status 499 (`error_code="client_closed_request"`) on the serving paths,
+#     counted when the client's connection closed, over all its answers on those paths (the ratio);
+#     sglang-router 0.3.2 counts such a request 200: not measurable there (None);
+#   - SGLang 0.5.23: `sglang:num_aborted_requests_total` on the servers that answer requests, +1 per
+#     `abort_request` (a streamed client gone for 2 s, a non-streamed one noticed, the /abort_request API).
+# Neither says how old a request was when its client left: smg's in-flight age gauge has 0-30 s as its
+# first band, and SGLang's E2E histogram mixes the aborted requests it observes with the finished ones.
+CLIENT_CLOSED_SERIES: Final[dict[str, SeriesMatch | None]] = {
+    GATEWAY_SMG: SeriesMatch(SMG_HTTP_RESPONSES, (_SERVED, ("status_code", "=", "499"))),
+    GATEWAY_SGLANG_ROUTER: None,
+}
+# The sidecar's cumulative counters for them (snapshot `counters` keys; SGLang's is COUNTERS' own).
+GATEWAY_ANSWERED: Final = "gateway_answered_requests_total"
+GATEWAY_CLIENT_CLOSED: Final = "gateway_client_closed_requests_total"
+
 # The gateway's /engine_metrics merges every worker's /metrics and labels each series with its worker.
 WORKER_ADDR_LABEL: Final = "worker_addr"
 # SGLang labels every series with the server's engine type (DisaggregationMode.to_engine_type); the
@@ -318,6 +337,9 @@ M_SCRAPES = f"{NS}_target_scrapes_total"
 M_SCRAPE_ERRORS = f"{NS}_target_scrape_errors_total"
 M_COUNTER_RESETS = f"{NS}_target_restarts_total"  # counter resets = SGLang restarts
 M_DEPLOYMENT_INFO = f"{NS}_deployment_info"
+M_CLIENT_CLOSED = f"{NS}_client_closed_requests"  # gateway 499s in the window (labels deployment, window)
+M_CLIENT_CLOSED_RATIO = f"{NS}_client_closed_ratio"  # ... over the gateway's answers in the window
+M_ABORTED = f"{NS}_aborted_requests"  # SGLang's aborted requests in the window
 
 # --- The leading TPOT signal (docs/leading-tpot.md) ---------------------------------------------
 # TPOT is observed when a request finishes, a 1K-token answer ~100 s after a slowdown began. SGLang 0.5.23

@@ -14,7 +14,7 @@ from monitor.config import Deployment
 from monitor.redaction import redact
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
-from monitor.slo.state import AvailabilityState, DeploymentState, SliState
+from monitor.slo.state import AvailabilityState, ClientGoneWindow, DeploymentState, SliState
 
 
 def _f(x: float | None) -> float | None:
@@ -117,6 +117,20 @@ class AvailabilityStatus(BaseModel):
     windows: list[AvailabilityWindowStatus]
 
 
+class ClientGoneWindowStatus(BaseModel):
+    """Requests whose client left before the end of its answer, in one window (docs/goodput.md, "Clients
+    that gave up"): no server-side failure, but lost goodput. null: not measured, or nothing measured in the
+    window; neither source says how old the requests were when their clients left."""
+
+    window: str
+    seconds: float
+    covered_seconds: float
+    gateway_answered: float | None  # smg 1.13's answers on serving paths
+    gateway_client_closed: float | None  # of those, 499 client_closed_request
+    gateway_client_closed_ratio: float | None
+    server_aborted: float | None  # SGLang's sglang:num_aborted_requests_total on the answering servers
+
+
 class DeploymentStatus(BaseModel):
     name: str
     model: str
@@ -131,6 +145,7 @@ class DeploymentStatus(BaseModel):
     goodput: list[GoodputWindowStatus] = []  # empty without a request-log target
     tpot_leading: TpotLeadingStatus | None = None  # with a TPOT target
     availability: AvailabilityStatus | None = None  # without availability_objective: none
+    client_gone: list[ClientGoneWindowStatus] = []  # empty when neither a smg 1.13 listener nor a server is scraped
 
 
 class LoopStatus(BaseModel):
@@ -204,6 +219,13 @@ def sli_status(s: SliState) -> SliStatus:
     )
 
 
+def client_gone_status(w: ClientGoneWindow) -> ClientGoneWindowStatus:
+    return ClientGoneWindowStatus(
+        window=w.window, seconds=w.seconds, covered_seconds=w.covered_seconds, gateway_answered=_f(w.answered),
+        gateway_client_closed=_f(w.client_closed), gateway_client_closed_ratio=_f(w.closed_ratio),
+        server_aborted=_f(w.aborted))
+
+
 def availability_status(a: AvailabilityState) -> AvailabilityStatus:
     first = next(iter(a.windows.values()), None)
     return AvailabilityStatus(
@@ -238,6 +260,7 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
             gen_throughput_seconds=_f(state.leading_tpot.throughput_seconds),
             target_seconds=state.leading_tpot.target_seconds, over_target=state.leading_tpot.over_target),
         availability=availability_status(state.availability) if state.availability is not None else None,
+        client_gone=[client_gone_status(w) for w in (state.client_gone or {}).values()],
     )
 
 

@@ -122,3 +122,34 @@ def test_before_the_first_completed_window_the_table_the_api_and_metrics_all_say
     assert w5.events == 0 and w5.burn_rate == 0.0 and w5.good_ratio is None
     row = next(line for line in render_table(second, color=False).splitlines() if line.startswith("d "))
     assert "NO DATA" not in row and "0.0x" in row
+
+
+def test_clients_that_left_reach_the_api_the_metrics_and_the_table_and_what_is_not_measured_is_absent():
+    from monitor.conventions import M_ABORTED, M_CLIENT_CLOSED, M_CLIENT_CLOSED_RATIO
+    from monitor.parse.exposition import parse
+    from monitor.parse.gateway import ROUTER_WANTED
+
+    dep = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
+        {"role": "router", "url": "http://127.0.0.1:2/metrics"}]}]}).deployments[0]
+    engine = DeploymentEngine(dep)
+    for i, (ok, gone) in enumerate(((100, 0), (150, 30))):
+        text = (f'smg_http_responses_total{{path="/generate",status_code="200",error_code=""}} {ok}\n'
+                f'smg_http_responses_total{{path="/generate",status_code="499",error_code="client_closed_request"}} {gone}\n')
+        engine.observe_gateway(dep.targets[0], parse(text, ROUTER_WANTED), 1000.0 + 60 * i)
+        engine.snapshot(1000.0 + 60 * i)
+    target = TargetStatus("d", dep.targets[0].id, "router", "router", dep.targets[0].url, up=True)
+    st = StatusResponse(sidecar=sidecar_status(900.0, 1060.0, 5.0, 2, 0.1),
+                        deployments=[deployment_status(dep, engine.state(1060.0), [target])])
+    w5 = next(w for w in st.deployments[0].client_gone if w.window == "5m")
+    assert (w5.gateway_answered, w5.gateway_client_closed, w5.gateway_client_closed_ratio) == (80.0, 30.0, 0.375)
+    assert w5.server_aborted is None  # no SGLang server scraped: not measured, not 0
+    body = strict_json(st.model_dump_json())
+    assert body["deployments"][0]["client_gone"][0]["server_aborted"] is None
+    got = {(s.name, s.labels["window"]): s.value for f in families_from_status(st) for s in f.samples
+           if s.name in (M_CLIENT_CLOSED, M_CLIENT_CLOSED_RATIO, M_ABORTED)}
+    assert got[(M_CLIENT_CLOSED, "5m")] == 30.0 and got[(M_CLIENT_CLOSED_RATIO, "5m")] == 0.375
+    assert not [k for k in got if k[0] == M_ABORTED]
+    table = render_table(st, color=False).splitlines()
+    col = table[0].index("gone 5m")
+    row = next(line for line in table if line.startswith("d "))
+    assert row[col:].startswith("30 (37.5%)")

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 
 from monitor.conventions import ENGINE_ROLES
-from monitor.state import DeploymentStatus, SliStatus, StatusResponse
+from monitor.state import ClientGoneWindowStatus, DeploymentStatus, SliStatus, StatusResponse
 
 RED, GREEN, YELLOW, DIM, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[2m", "\x1b[0m"
 
@@ -39,6 +39,17 @@ def _sli_cells(s: SliStatus | None) -> list[str]:
     ]
 
 
+def _gone(w: ClientGoneWindowStatus | None) -> str:
+    """Requests whose client left first: the gateway's 499s and their share of its answers (smg 1.13), else
+    SGLang's aborted requests."""
+    if w is None:
+        return "-"
+    if w.gateway_client_closed is not None:
+        share = w.gateway_client_closed_ratio
+        return f"{w.gateway_client_closed:.0f}" + ("" if share is None else f" ({share * 100:.1f}%)")
+    return "-" if w.server_aborted is None else f"{w.server_aborted:.0f} abort"
+
+
 def _state(d: DeploymentStatus) -> tuple[str, str]:
     if any(not t.up and not t.placeholder and t.scrapes for t in d.targets if t.role in ENGINE_ROLES):
         return "DOWN", RED
@@ -61,7 +72,7 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
 
 def render_table(status: StatusResponse, *, color: bool = True) -> str:
     head = ["deployment", "state", "TPOT tgt ms", "TPOT p99 5m", "TPOT SLI 5m", "burn 1h", "budget", "TPOT now ms",
-            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "goodput 5m", "avail 5m", "run", "queue", "up"]
+            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "goodput 5m", "avail 5m", "gone 5m", "run", "queue", "up"]
     rows = []
     for d in status.deployments:
         slis = {s.sli: s for s in d.slis}
@@ -76,6 +87,7 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
         av5 = next((w for w in d.availability.windows if w.window == "5m"), None) if d.availability else None
         rows.append(([d.name, state, *tpot, now_ms, *ttft[:3], _pct(gp5.ratio) if gp5 else "-",
                       _pct(av5.good_ratio) if av5 else "-",
+                      _gone(next((w for w in d.client_gone if w.window == "5m"), None)),
                       f"{load.get('num_running_reqs', 0):.0f}", f"{load.get('num_queue_reqs', 0):.0f}",
                       f"{ups}/{len(d.targets)}"], col))
     widths = [max(len(h), *(len(r[0][i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
@@ -86,7 +98,8 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
     side = status.sidecar
     out.append(f"{DIM if color else ''}sidecar {side.version}: {side.cycles} cycles, last {side.last_cycle_seconds * 1000:.0f} ms, "
                f"interval {side.scrape_interval_seconds:g}s; ~ = target off bucket edges (interpolated); TPOT now = seconds "
-               f"per token of the running requests (ITL, gen_throughput), ! over the target{RESET if color else ''}")
+               f"per token of the running requests (ITL, gen_throughput), ! over the target; gone = requests whose client left "
+               f"before the end (gateway 499s, share of its answers; without smg 1.13, SGLang's aborts){RESET if color else ''}")
     notes = [f"  {d.name}: {s.sli} target {s.target_seconds * 1000:g} ms is not a bucket edge; launch with {s.fix_flag}"
              for d in status.deployments for s in d.slis if s.fix_flag]
     flags = [f"  {d.name} {t.id}: {w}" for d in status.deployments for t in d.targets for w in t.warnings]

@@ -127,16 +127,24 @@ def command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "monitor.emulate.bench_serving", *args]
 
 
-def run(args: list[str], output_file: str | Path, *, timeout: float = 300.0, env: dict[str, str] | None = None,
-        cwd: str | Path | None = None) -> BenchResult:
-    """Run bench_serving with `args` (its own flags) in a subprocess; returns its result line."""
+def run_process(args: list[str], output_file: str | Path, *, timeout: float = 300.0,
+                env: dict[str, str] | None = None, cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run bench_serving with `args` (its own flags) in a subprocess writing `output_file`; its exit status and
+    output as they are (bench_serving 0.5.23 exits with an IndexError when every request failed)."""
     sglang_dir()  # fail here, with the fix, rather than inside the subprocess
     out = Path(output_file)
     out.unlink(missing_ok=True)
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*",
                 "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    proc = subprocess.run(command([*args, "--output-file", str(out)]), capture_output=True, text=True,
+    return subprocess.run(command([*args, "--output-file", str(out)]), capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd)
+
+
+def run(args: list[str], output_file: str | Path, *, timeout: float = 300.0, env: dict[str, str] | None = None,
+        cwd: str | Path | None = None) -> BenchResult:
+    """Run bench_serving with `args` (its own flags) in a subprocess; returns its result line."""
+    out = Path(output_file)
+    proc = run_process(args, out, timeout=timeout, env=env, cwd=cwd)
     if proc.returncode != 0 or not out.is_file():
         raise RuntimeError(f"bench_serving exited with {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     lines = [ln for ln in out.read_text(encoding="utf-8").splitlines() if ln.strip()]

@@ -6,6 +6,11 @@ loop at `--max-concurrency`, with `--random-input-len`/`--random-output-len`/`--
 lengths. Prompts are words of the emulator's vocabulary; the first `prefix_share` of every prompt is the
 same text, so the servers' prefix caches hit as often as the recipe's dataset makes them (`prefix90`).
 
+Streams are read as the SSE format says (`sse_data`): a line starting with `:` is a comment and is skipped.
+smg 1.13 sends one, `: ping`, after 15 s without output (`--sse-keepalive-secs`), so a request whose first
+token takes longer reaches the client with pings before its first chunk; SGLang 0.5.23's bench_serving
+fails such a request (docs/bench_serving.md), this generator must not.
+
 It talks to a gateway (the real sglang-router in front of the deployment). With none it talks to the
 servers itself: round-robin over mixed servers, or for a PD pair as a gateway does, the same body with
 `bootstrap_host/port/room` to a prefill and a decode server, streaming the decode side.
@@ -183,6 +188,19 @@ class LoadGenerator:
         return tokens
 
 
+def sse_data(line: bytes) -> bytes | None:
+    """The value of an SSE `data` field on one line of a stream, or None for any other line.
+
+    As the SSE format defines it: a line starting with `:` is a comment (smg 1.13's keep-alive `: ping`), one
+    space after `data:` is not part of the value, and other fields (`event:`, `id:`, `retry:`) and blank lines
+    carry no data."""
+    line = line.rstrip(b"\r\n")
+    if not line.startswith(b"data:"):
+        return None
+    value = line[5:]
+    return value[1:] if value.startswith(b" ") else value
+
+
 async def _stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Reply:
     """Send one streamed request and read it to the end: the completion tokens it reported and its timing."""
     loop = asyncio.get_running_loop()
@@ -194,15 +212,15 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any]
             raise ValueError(f"HTTP {resp.status} from {url}: {(await resp.text())[:200]}")
         last = b""
         async for line in resp.content:
-            line = line.strip()
-            if line.startswith(b"data: ") and line != b"data: [DONE]":
-                last = line
+            data = sse_data(line)
+            if data is not None and data.strip() and data.strip() != b"[DONE]":
+                last = data
                 chunks += 1
                 end = loop.time()
                 first = first or end
         if not last:
             raise ValueError(f"{url}: the stream ended without a chunk")
-        chunk = json.loads(last[6:])
+        chunk = json.loads(last)
         meta = chunk.get("meta_info") or {}
         reason = meta.get("finish_reason") or {}
         if reason.get("type") == "abort" or "error" in chunk:

@@ -10,6 +10,11 @@ Regular mode for mixed servers, `--pd-disaggregation --prefill URL BOOTSTRAP --d
 deployment (the same flags in both versions). The router probes gRPC over HTTP/2 first; aiohttp rejects
 that and the router falls back to HTTP, then needs only `GET /health` (sglang_metrics.md section 3.5).
 Everything listens on 127.0.0.1.
+
+smg 1.13 runs with its default `--sse-keepalive-secs 15`, as deployments do: a stream silent for 15 s (a long
+prefill or queue) carries the SSE comment `: ping`. The project's load generator skips it; SGLang 0.5.23's
+bench_serving fails the request on it (docs/bench_serving.md), so a bench_serving run with TTFTs over 15 s
+passes `extra=["--sse-keepalive-secs", "0"]` (0 sends none; 0.3.2 has no such flag and sends nothing).
 """
 
 from __future__ import annotations

@@ -48,6 +48,9 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
     load = GaugeMetricFamily(C.M_LOAD, "SGLang load gauges per deployment and role (summed per DP rank; ratios take the max).", labels=["deployment", "role", "metric"])
     rates = GaugeMetricFamily(f"{C.NS}_deployment_rate_per_second", "Per-second rate over 5m of SGLang counters, reset-aware.", labels=["deployment", "counter"])
     leading = GaugeMetricFamily(C.M_TPOT_LEADING, "Seconds per output token of the requests running now, ahead of TPOT (observed at finish): source itl (mean ITL over the last minute), gen_throughput (running / generated tokens per second) or max (the larger).", labels=["deployment", "source"])
+    closed = GaugeMetricFamily(C.M_CLIENT_CLOSED, "Requests whose client closed the connection before the end of the answer, in the window: the gateway's 499 client_closed_request answers on serving paths (smg 1.13; sglang-router 0.3.2 counts them 200). No server-side failure, but lost goodput.", labels=["deployment", "window"])
+    closed_ratio = GaugeMetricFamily(C.M_CLIENT_CLOSED_RATIO, "Share of the gateway's answers on serving paths in the window whose client closed the connection first (smg 1.13).", labels=["deployment", "window"])
+    aborted = GaugeMetricFamily(C.M_ABORTED, "Requests SGLang aborted in the window (sglang:num_aborted_requests_total on the servers that answer requests): mostly clients gone, also the /abort_request API.", labels=["deployment", "window"])
     info = GaugeMetricFamily(C.M_DEPLOYMENT_INFO, "Deployment identity from the recipe.", labels=[*D, "model", "hardware", "mode", "cards"])
     up = GaugeMetricFamily(C.M_TARGET_UP, "1 when the last scrape of the target succeeded.", labels=["deployment", "role", "target"])
     dur = GaugeMetricFamily(C.M_SCRAPE_DURATION, "Duration of the last scrape of the target.", labels=["deployment", "role", "target"])
@@ -97,6 +100,11 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                 _add(events, lw, aw.requests)
                 _add(burn, lw, aw.burn_rate)
                 _add(good, lw, aw.good_ratio)
+        for gw in dep.client_gone:
+            lw = [dep.name, gw.window]
+            _add(closed, lw, gw.gateway_client_closed)
+            _add(closed_ratio, lw, gw.gateway_client_closed_ratio)
+            _add(aborted, lw, gw.server_aborted)
         for role, metrics in sorted(dep.load.items()):
             for metric, v in sorted(metrics.items()):
                 load.add_metric([dep.name, role, metric], v)
@@ -121,7 +129,7 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                 samples.add_metric(lt, float(t.samples))
                 size.add_metric(lt, float(t.bytes))
     yield from (info, target, objective, edge, good, lower, upper, events, burn, budget, quant, mean, load,
-                rates, leading, up, dur, samples, size, last, scrapes, errors, resets)
+                rates, leading, closed, closed_ratio, aborted, up, dur, samples, size, last, scrapes, errors, resets)
     yield from loop_families(status)
 
 

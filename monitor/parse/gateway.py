@@ -3,7 +3,8 @@
 - Its Prometheus listener: how many workers it lists, how many are healthy or behind an open circuit
   breaker, how many requests it routed (`router_summary`); which of its counters count the requests and the
   failed requests of the availability SLI (`availability_samples`, from `conventions.AVAILABILITY_SERIES`);
-  which gateway it is (`detect_gateway`).
+  which gateway it is (`detect_gateway`); which count its answers and those whose client left first
+  (`client_closed_samples`, from `conventions.CLIENT_CLOSED_SERIES`).
 - Its `/engine_metrics`: every worker's `/metrics` merged into one exposition, each series labelled with
   `worker_addr` (0.3.2 also renames `sglang:` to `sglang_`; 1.13 keeps the names and pads a label a worker
   lacks with ""). `split_workers` gives each worker's samples back with the role its `engine_type` label
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 from monitor.conventions import (
     AVAILABILITY_SERIES,
     CB_OPEN,
+    CLIENT_CLOSED_SERIES,
     ENGINE_TYPE_LABEL,
     ENGINE_TYPE_ROLES,
     GATEWAY_SGLANG_ROUTER,
@@ -96,6 +98,23 @@ def availability_samples(samples: Iterable[Sample], gateway: str) -> tuple[list[
         if any(s.name == m.family and matches(s.labels, m.matchers) for m in spec.bad):
             bad.append(s)
     return total, bad
+
+
+def client_closed_samples(samples: Iterable[Sample], gateway: str) -> tuple[list[Sample], list[Sample]] | None:
+    """(samples counting the answers on serving paths, those counting answers whose client left first) on
+    `gateway`, or None where the gateway does not tell a client that left apart (sglang-router 0.3.2)."""
+    closed_spec = CLIENT_CLOSED_SERIES[gateway]
+    if closed_spec is None:
+        return None
+    answered_spec = AVAILABILITY_SERIES[gateway].total
+    answered: list[Sample] = []
+    closed: list[Sample] = []
+    for s in samples:
+        if s.name == answered_spec.family and matches(s.labels, answered_spec.matchers):
+            answered.append(s)
+        if s.name == closed_spec.family and matches(s.labels, closed_spec.matchers):
+            closed.append(s)
+    return answered, closed
 
 
 def detect_gateway(samples: Iterable[Sample]) -> str | None:

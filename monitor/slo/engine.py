@@ -5,7 +5,8 @@ observed: a PD request is counted on the decode server that answers it, never ag
 server. A gateway's merged /engine_metrics arrives here one worker at a time, each with the role its
 `engine_type` names (`monitor.observations`). Load gauges come from every target. A gateway's own listener
 feeds the availability SLI's two counters (which of its series count is its version's:
-`monitor.parse.gateway.availability_samples`).
+`monitor.parse.gateway.availability_samples`), and on smg 1.13 its answers and those whose client left first
+(`client_closed_samples`), whatever the deployment's objectives.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from monitor.conventions import (
     AVAILABILITY_SLI,
     COUNTER_ROLES,
     COUNTERS,
+    GATEWAY_ANSWERED,
+    GATEWAY_CLIENT_CLOSED,
     GATEWAY_FAILED,
     GATEWAY_REQUESTS,
     GAUGES,
@@ -29,7 +32,7 @@ from monitor.conventions import (
 )
 from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
-from monitor.parse.gateway import availability_samples, detect_gateway
+from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, common_edges, merge, project
 from monitor.slo.leading import leading_tpot
@@ -38,6 +41,7 @@ from monitor.slo.state import (
     DeploymentState,
     availability_good_total,
     compute_availability,
+    compute_client_gone,
     compute_sli_states,
     good_total,
 )
@@ -64,8 +68,13 @@ class DeploymentEngine:
         self.book = SeriesBook()
         self._hist_keys: dict[str, set[tuple]] = {sli: set() for sli in SLI_FAMILIES}
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
-        # The availability SLI's series: (target, family, labels) counting requests, and failed requests.
-        self._gateway_keys: dict[str, set[tuple]] = {GATEWAY_REQUESTS: set(), GATEWAY_FAILED: set()}
+        # The gateway's series by what they count: (target, family, labels) counting the availability SLI's
+        # requests and failed requests, and the answers and the client-closed answers (smg 1.13).
+        self._gateway_keys: dict[str, set[tuple]] = {GATEWAY_REQUESTS: set(), GATEWAY_FAILED: set(),
+                                                     GATEWAY_ANSWERED: set(), GATEWAY_CLIENT_CLOSED: set()}
+        # A gateway that counts clients that left was scraped: before its first answer it has answered 0 (smg
+        # creates a series at its first count), which is not "not measured".
+        self._counts_client_closed = False
         # target id -> (role, metric -> value per DP rank): plain floats, not the scrape's samples, so the
         # garbage collector has nothing to walk here (400 targets x 320 scheduler gauges otherwise).
         self._gauges: dict[str, tuple[str, dict[str, list[float]]]] = {}
@@ -158,21 +167,22 @@ class DeploymentEngine:
                             f"{seen}` on the router targets (the availability SLI and the generated rules read "
                             f"each version's own counters)")
         self.warnings[tid] = warnings
-        if self.deployment.availability_objective is None:
+        kinds = self._gateway_kinds(expo.selected)
+        self._counts_client_closed = self._counts_client_closed or any(k == GATEWAY_ANSWERED for k, _ in kinds)
+        if not kinds:
             return 0
         now = self._now if ts is None else ts
         born = tid in self._observed
         self._observed[tid] = now
-        total, bad = availability_samples(expo.selected, self.deployment.gateway)
         resets = 0
         updated: set[tuple] = set()
-        for kind, samples in ((GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)):
+        for kind, samples in kinds:
             for s in samples:
                 if not (s.value >= 0 and s.value != float("inf")):
                     warnings.append(f"{s.name}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")
                     continue
                 key = (tid, s.name, s.labels)
-                if key not in updated:  # a 5xx response (smg 1.13) is a request and a failure: one update
+                if key not in updated:  # a series can count in several kinds (a 5xx: request, failure): one update
                     updated.add(key)
                     sacc = self.book.scalar(key)
                     sacc.seen = now
@@ -182,6 +192,18 @@ class DeploymentEngine:
         if resets:
             self.resets[tid] = self.resets.get(tid, 0) + 1
         return 1 if resets else 0
+
+    def _gateway_kinds(self, samples: list[Sample]) -> list[tuple[str, list[Sample]]]:
+        """Which of the sidecar's gateway counters `samples` feed: the answers and those whose client left first
+        (where the gateway tells them apart), and the availability SLI's two (when the deployment has one)."""
+        kinds: list[tuple[str, list[Sample]]] = []
+        closed = client_closed_samples(samples, self.deployment.gateway)
+        if closed is not None:
+            kinds += [(GATEWAY_ANSWERED, closed[0]), (GATEWAY_CLIENT_CLOSED, closed[1])]
+        if self.deployment.availability_objective is not None:
+            total, bad = availability_samples(samples, self.deployment.gateway)
+            kinds += [(GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)]
+        return kinds
 
     def restore(self, snapshots: Iterable[Snapshot], book: SeriesBook | None) -> int:
         """Reload history recorded by an earlier run of the sidecar; returns snapshots loaded.
@@ -212,9 +234,8 @@ class DeploymentEngine:
             for key in book.scalars:
                 if key[1] in family_counter:
                     self._counter_keys[family_counter[key[1]]].add(key)
-                else:  # a gateway series: which of the availability counters it feeds
-                    total, bad = availability_samples([Sample(key[1], key[2], 0.0)], self.deployment.gateway)
-                    for kind, found in ((GATEWAY_REQUESTS, total), (GATEWAY_FAILED, bad)):
+                else:  # a gateway series: which of the gateway counters it feeds
+                    for kind, found in self._gateway_kinds([Sample(key[1], key[2], 0.0)]):
                         if found:
                             self._gateway_keys[kind].add(key)
         return n
@@ -254,13 +275,14 @@ class DeploymentEngine:
             if vals:
                 counters[cname] = sum(vals)
         retired = self.book.retired_scalars
-        requests = [v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[GATEWAY_REQUESTS])
-                    if v is not None] + ([retired[GATEWAY_REQUESTS]] if GATEWAY_REQUESTS in retired else [])
-        if requests:  # failed requests count 0 until the gateway creates a failure's series
-            counters[GATEWAY_REQUESTS] = sum(requests)
-            counters[GATEWAY_FAILED] = retired.get(GATEWAY_FAILED, 0.0) + sum(
-                v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[GATEWAY_FAILED])
-                if v is not None)
+        for kind, part in ((GATEWAY_REQUESTS, GATEWAY_FAILED), (GATEWAY_ANSWERED, GATEWAY_CLIENT_CLOSED)):
+            whole = [v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[kind])
+                     if v is not None] + ([retired[kind]] if kind in retired else [])
+            if whole or (kind == GATEWAY_ANSWERED and self._counts_client_closed):
+                # the part counts 0 until the gateway creates its series (its first failure, 499)
+                counters[kind] = sum(whole)
+                counters[part] = retired.get(part, 0.0) + sum(
+                    v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[part]) if v is not None)
         return hists, counters
 
     def snapshot(self, ts: float) -> float:
@@ -316,7 +338,8 @@ class DeploymentEngine:
         target = self.deployment.tpot_target_seconds
         leading = None if target is None else leading_tpot(self.store, load, now, LEADING_WINDOW, target)
         return DeploymentState(self.deployment.name, now, slis, load, self._rates(now), leading,
-                               compute_availability(self.deployment, self.store, now, windows))
+                               compute_availability(self.deployment, self.store, now, windows),
+                               compute_client_gone(self.store, now, windows))
 
     def _rates(self, now: float) -> dict[str, float]:
         latest = self.store.latest()

@@ -10,6 +10,8 @@ when scraping stopped for longer than the window) has no numbers at all: NaN, sh
 exported as nothing, never as an idle window's 0.
 The availability SLI is the same arithmetic over two counters instead of a histogram: good = requests -
 failed requests in the window (never below 0), as the generated rules compute it.
+Requests whose client left before the end (`client_gone`) are counted per window the same way, from the
+gateway's 499s and SGLang's aborts; they are no SLI (conventions, CLIENT_CLOSED_SERIES).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from monitor.conventions import (
     AVAILABILITY_SLI,
     BUCKET_FLAGS,
     DEFAULT_BUCKETS,
+    GATEWAY_ANSWERED,
+    GATEWAY_CLIENT_CLOSED,
     GATEWAY_FAILED,
     GATEWAY_REQUESTS,
     QUANTILES,
@@ -31,6 +35,8 @@ from monitor.conventions import (
 from monitor.slo.histogram import GoodRatio, Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
 from monitor.slo.leading import LeadingTPOT
 from monitor.slo.windows import SnapshotStore
+
+ABORTED, REQUESTS = "aborted_requests_total", "requests_total"  # conventions.COUNTERS keys
 
 
 class WindowState(NamedTuple):
@@ -79,6 +85,19 @@ class AvailabilityState(NamedTuple):
     budget_covered_seconds: float
 
 
+class ClientGoneWindow(NamedTuple):
+    """One window of the requests whose client left before the end of its answer. None: not measured (no
+    smg 1.13 listener scraped, no SGLang server answering requests); NaN: nothing measured in the window."""
+
+    window: str
+    seconds: float
+    covered_seconds: float
+    answered: float | None  # the gateway's answers on serving paths
+    client_closed: float | None  # of those, status 499 client_closed_request
+    closed_ratio: float | None  # client_closed / answered; None without answers
+    aborted: float | None  # SGLang's aborted requests on the servers that answer requests
+
+
 class DeploymentState(NamedTuple):
     deployment: str
     ts: float
@@ -87,6 +106,7 @@ class DeploymentState(NamedTuple):
     rates: dict[str, float]  # counter name -> per-second rate over 5m
     leading_tpot: LeadingTPOT | None = None  # with a TPOT target: how fast running requests decode now
     availability: AvailabilityState | None = None
+    client_gone: dict[str, ClientGoneWindow] | None = None  # None: neither source is scraped
 
 
 def burn_rate(ratio: float | None, objective: float) -> float:
@@ -201,6 +221,40 @@ def compute_availability(dep: Deployment, store: SnapshotStore, now: float,
     remaining = None if now_gt is None else budget_remaining(
         now_gt, bp.good.get(AVAILABILITY_SLI) if bp else None, objective)
     return AvailabilityState(AVAILABILITY_SLI, dep.gateway, objective, wins, remaining, (now - bp.ts) if bp else 0.0)
+
+
+def client_gone_window(name: str, seconds: float, covered: float, now: Mapping[str, float],
+                       start: Mapping[str, float]) -> ClientGoneWindow:
+    """A window of client give-ups from cumulative counters; one missing at the start was born since. SGLang
+    creates its aborted-requests series at the first abort: a server answering requests without one has 0."""
+    def inc(key: str) -> float:
+        return max(now.get(key, 0.0) - start.get(key, 0.0), 0.0)
+
+    answered = inc(GATEWAY_ANSWERED) if GATEWAY_ANSWERED in now else None
+    closed = inc(GATEWAY_CLIENT_CLOSED) if answered is not None else None
+    ratio = closed / answered if answered and closed is not None else None
+    aborted = inc(ABORTED) if ABORTED in now or REQUESTS in now else None
+    return ClientGoneWindow(name, seconds, covered, answered, closed, ratio, aborted)
+
+
+def compute_client_gone(store: SnapshotStore, now: float,
+                        windows: Mapping[str, int] = SIDECAR_WINDOWS) -> dict[str, ClientGoneWindow] | None:
+    """Client give-ups over the sidecar windows; None when no source of them is scraped (yet)."""
+    latest = store.latest()
+    if latest is None or not {GATEWAY_ANSWERED, ABORTED, REQUESTS} & latest.counters.keys():
+        return None
+    oldest = store.oldest()
+    wins: dict[str, ClientGoneWindow] = {}
+    for wname, secs in windows.items():
+        start = store.window_start(now, secs)
+        if start is None or start.ts >= latest.ts:  # nothing to take a difference from
+            wins[wname] = ClientGoneWindow(wname, secs, 0.0, math.nan, math.nan, None, math.nan)
+            continue
+        covered = now - start.ts
+        if start is oldest and oldest is not None and oldest.ts > now - secs:
+            covered = now - oldest.ts
+        wins[wname] = client_gone_window(wname, secs, min(covered, secs), latest.counters, start.counters)
+    return wins
 
 
 def good_total(h: Hist, target: float) -> tuple[float, float]:

@@ -6,6 +6,9 @@ real gateway (smg 1.13, then sglang-router 0.3.2) to the emulated servers of a m
 sidecar's cumulative numbers right before and right after it, differenced), per deployment:
   completed requests equal; mean TPOT within 2 %; mean TTFT within 5 %; goodput within 1 point;
 and with a TPOT regression injected mid-run, both say the TPOT target is breached.
+Through smg 1.13, TTFTs over its SSE keep-alive interval (15 s): with the keep-alive off both agree; with it on
+(the default) bench_serving fails every such request on smg's `: ping` comment, and the sidecar counts each of
+them as a client that left (the gateway's 499s and SGLang's aborts).
 docs/bench_serving.md explains what differs and why (client vs server clocks, gateway hop, populations).
 """
 
@@ -23,7 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import parse_config
-from monitor.conventions import GATEWAYS
+from monitor.conventions import GATEWAY_SMG, GATEWAYS
 from monitor.emulate import Emulator, find_free_base_port, plan
 from monitor.emulate import bench_serving as bs
 from monitor.emulate.router import RouterProcess, launch_router
@@ -318,3 +321,93 @@ def test_tpot_regression_mid_run_both_see_the_target_breached(harness, capsys):
     for name, o in outcomes.items():
         assert o.bench.goodput_attainment("tpot") < OBJECTIVE, name
         assert o.sidecar.sli("tpot") < OBJECTIVE, name
+
+
+# --- TTFT over smg 1.13's SSE keep-alive -------------------------------------------------------------------
+# After --sse-keepalive-secs (15 by default) without output smg 1.13 sends the SSE comment `: ping`. bench_serving
+# 0.5.23 parses every non-empty line it does not recognise as `data: ` as JSON, so a request whose first token
+# comes later fails on the ping; it closes the connection, smg counts 499 client_closed_request and SGLang
+# aborts the request. ttft_spike x6 puts the emulated prefill of these prompts at ~13-35 s, most over 15 s (a
+# run lasts about as long as its slowest TTFT); 8 prompts run at once on the mixed deployment, each run with a
+# seed of its own (prompts seen before would hit the emulator's prefix cache and skip most of the prefill).
+SLOW_TTFT, SLOW_PROMPTS, SMG_KEEPALIVE = 6.0, 8, 15.0
+SLOW = "mixed-a"
+
+
+def client_gone(h: Harness, deployment: str) -> tuple[float, float]:
+    """The sidecar's (gateway 499s, SGLang aborts) since the stack started (its 1h window: the stack is younger)."""
+    body = http_json(h.sidecar_url + "/api/v1/status")
+    dep = next(d for d in body["deployments"] if d["name"] == deployment)
+    w = next(w for w in dep["client_gone"] if w["window"] == "1h")
+    assert w["gateway_client_closed"] is not None and w["server_aborted"] is not None, w
+    return w["gateway_client_closed"], w["server_aborted"]
+
+
+def slow_args(h: Harness, url: str, seed: int) -> list[str]:
+    return [*BENCH_ARGS, "--base-url", url, "--num-prompts", str(SLOW_PROMPTS), "--tokenizer", str(h.tokenizer),
+            "--seed", str(seed)]
+
+
+@pytest.mark.parametrize("harness", [GATEWAY_SMG], indirect=True)
+def test_ttfts_over_smg_keepalive_agree_with_the_keepalive_off(harness, capsys):
+    """What docs/bench_serving.md tells users of bench_serving through smg 1.13 to set: --sse-keepalive-secs 0."""
+    h = harness
+    gateway = launch_router(h.emulator.layout.deployment(SLOW), port=free_port(), metrics_port=free_port(),
+                            log_path=h.tmp / "no-keepalive-gateway.log", gateway=GATEWAY_SMG,
+                            extra=["--sse-keepalive-secs", "0"])
+    try:
+        before = h.settled(SLOW)
+        h.incident(SLOW, "ttft_spike", SLOW_TTFT)
+        try:
+            b = bs.run(slow_args(h, gateway.url, 11), h.tmp / "slow-ttft-no-keepalive.jsonl", timeout=240, cwd=h.tmp)
+        finally:
+            h.clear()
+        outcome = Outcome(b, h.settled(SLOW).minus(before))
+    finally:
+        gateway.stop()
+    with capsys.disabled():
+        print("\n" + report("TTFT over 15 s through smg 1.13 --sse-keepalive-secs 0", {SLOW: outcome}))
+    assert b["completed"] == SLOW_PROMPTS, b.stdout[-2000:]
+    over = [t for t in b["ttfts"] if t > SMG_KEEPALIVE]
+    assert len(over) >= SLOW_PROMPTS // 2, b["ttfts"]
+    assert_agree({SLOW: outcome})
+
+
+@pytest.mark.parametrize("harness", [GATEWAY_SMG], indirect=True)
+def test_ttfts_over_smg_keepalive_fail_bench_serving_on_the_ping_and_the_sidecar_counts_the_clients_gone(
+        harness, capsys):
+    """smg's default keep-alive: each request whose first token comes after 15 s is a bench_serving failure,
+    a 499 at the gateway and an abort in SGLang; the sidecar shows as many of each. Last in the module: the
+    aborted requests never finish, so `Harness.settled` cannot be used after it."""
+    h = harness
+    before = client_gone(h, SLOW)
+    h.incident(SLOW, "ttft_spike", SLOW_TTFT)
+    try:
+        proc = bs.run_process(slow_args(h, h.routers[SLOW].url, 13), h.tmp / "slow-ttft-keepalive.jsonl",
+                              timeout=240, cwd=h.tmp)
+    finally:
+        h.clear()
+    # Each failed request is printed as `output.error='Traceback ... orjson.JSONDecodeError: unexpected
+    # character: line 1 column 1 (char 0)'`: its parser read smg's `: ping` as JSON.
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("output.error=")]
+    failed = sum("JSONDecodeError" in line for line in errors)
+    with capsys.disabled():
+        print(f"\nTTFT over 15 s through smg 1.13 (keep-alive 15 s): bench_serving failed {failed} of {SLOW_PROMPTS} "
+              f"on the ping (exit status {proc.returncode})")
+    assert failed == len(errors) and failed >= SLOW_PROMPTS // 2, proc.stdout[-3000:]
+    if failed == SLOW_PROMPTS:  # then bench_serving 0.5.23 warns, and exits on an empty percentile
+        assert proc.returncode != 0 and "All requests failed" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    else:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def counted() -> tuple[float, float] | None:
+        now = client_gone(h, SLOW)
+        seen = (now[0] - before[0], now[1] - before[1])
+        return seen if seen == (failed, failed) else None
+
+    try:
+        wait_until(counted, 40, 0.5, what="the sidecar to count the clients that left")
+    except AssertionError:
+        now = client_gone(h, SLOW)
+        raise AssertionError(f"bench_serving failed {failed}; the sidecar counts {now[0] - before[0]:.0f} gateway "
+                             f"499s and {now[1] - before[1]:.0f} SGLang aborts") from None

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from monitor.config import parse_config
-from monitor.conventions import GATEWAY_FAILED, GATEWAY_REQUESTS, SERIES_EXPIRY_SECONDS
+from monitor.conventions import GATEWAY_ANSWERED, GATEWAY_FAILED, GATEWAY_REQUESTS, SERIES_EXPIRY_SECONDS
 from monitor.parse.exposition import parse
 from monitor.parse.gateway import ROUTER_WANTED
 from monitor.record.codec import book_from, book_to, snapshot_from, snapshot_to
@@ -177,7 +177,8 @@ def test_gateway_series_absent_longer_than_the_horizon_retire_into_the_availabil
         t, ok = t + 300, ok + 5
         engine.observe_gateway(target, parse(smg(ok), ROUTER_WANTED), t)
         engine.snapshot(t)
-    assert engine.book.retired_scalars == {GATEWAY_REQUESTS: 10.0, GATEWAY_FAILED: 10.0}
+    # ... and into the gateway's answers, which the count of clients that left is a share of
+    assert engine.book.retired_scalars == {GATEWAY_REQUESTS: 10.0, GATEWAY_FAILED: 10.0, GATEWAY_ANSWERED: 10.0}
     assert len(engine.book.scalars) == 1  # the 200s, scraped all along, kept
     latest = engine.store.latest()
     assert latest is not None and latest.counters[GATEWAY_FAILED] == 10.0
