@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench import big, detection, emulator, fleet, leading, parse_cpu
+from bench import big, detection, emulator, fleet, growth, leading, parse_cpu
 from bench.expositions import catalogue
 from bench.table import markdown
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator")
+BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator", "growth")
 NOTES = """## How to read this
 
 - Absolute CPU numbers move by +-30 % with the other jobs on this 2-core machine (the load average at the
@@ -45,6 +45,9 @@ NOTES = """## How to read this
   control endpoint, real exporter). A page needs the 1h window above 14.4 too; only the 5m is measured.
 - Benchmark 4: emulator and sidecar on the emulated clock, stepped 5 s (the default scrape interval); see
   bench/leading.py for what the emulator of this run does and does not model (docs/leading-tpot.md).
+- Benchmark 6: bench/growth.py says what is simulated (the clock, the traffic, the skipped cycles) and what
+  is real (the sidecar's engines, read model, recording and its thinning); the day of recording replays the
+  last tick's rows with their timestamps moved on.
 - Benchmark 5: the emulator and the load generator share the machine (2 cores); "sustained" means the
   client-side TPOT stayed within 2 % of the server's, i.e. tokens left when the scheduler produced them.
 """
@@ -117,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     if "emulator" in args.only:
         kw = {"seconds": 4.0, "token_clients": (10, 60), "request_clients": (32,)} if q else {}
         emit("5. Emulator: real requests/s and streamed tokens/s it sustains", emulator.render(emulator.run(**kw)))
+    if "growth" in args.only:
+        kw = ({"deployments": 10, "hours": 1.0, "rec_deployments": 4, "rec_minutes": 5.0, "day_deployments": 1}
+              if q else {})
+        emit("6. Per deployment as windows fill: RSS, /api/v1/status bytes, recording bytes (issue 24 item 13)",
+             growth.render(growth.run(**kw)))
     end = ("Total wall time " + f"{time.time() - started:.0f} s; load average at end "
            + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(end)

@@ -25,6 +25,7 @@ from monitor.conventions import (
     OWN_RULE_FILES,
     PERIOD_MAX_SECONDS,
     PERIOD_MIN_SECONDS,
+    RECORDING_MIN_FULL_RESOLUTION_SECONDS,
     RESERVED_ALERT_LABELS,
     SLIS,
     format_duration,
@@ -373,6 +374,8 @@ class SidecarSettings(_Strict):
     recording_path: str | None = None
     recording_interval_seconds: float = Field(default=15.0, gt=0)
     recording_retention: str = "1d"
+    # Rows older than this are thinned to one per minute, past 6 h to one per 5 minutes (docs/recording.md).
+    recording_full_resolution: str = "1h"
     api_bearer_token: str | None = Field(default=None, repr=False)
     # A connection to the sidecar's port must deliver a whole request within this many seconds of
     # opening (or of its previous response), else it is closed: half-sent requests hold nothing.
@@ -394,6 +397,14 @@ class SidecarSettings(_Strict):
     @classmethod
     def _retention(cls, v: str) -> str:
         parse_duration(v)
+        return v
+
+    @field_validator("recording_full_resolution")
+    @classmethod
+    def _full_resolution(cls, v: str) -> str:
+        if parse_duration(v) < RECORDING_MIN_FULL_RESOLUTION_SECONDS:
+            raise ValueError(f"must be at least {RECORDING_MIN_FULL_RESOLUTION_SECONDS / 60:.0f}m (the SLO windows "
+                             "keep every snapshot that long, so a restart must find them in the recording)")
         return v
 
     @model_validator(mode="after")

@@ -279,6 +279,16 @@ SIDECAR_WINDOWS: Final[dict[str, int]] = {"5m": 300, "30m": 1800, "1h": 3600, "6
 # A series absent longer than the longest sidecar window contributes nothing to any window: its
 # accumulator is retired (its value kept in its family's total), so label churn cannot grow memory.
 SERIES_EXPIRY_SECONDS: Final = max(SIDECAR_WINDOWS.values())
+# A target that changes between up and down more than once in this long is said once at its first change
+# and then in one summary line per interval (monitor/scrape/flapping.py), not one line per change.
+FLAP_SUMMARY_SECONDS: Final = 60.0
+# The recording (monitor/record/store.py) keeps every tick for `recording_full_resolution`, then one per
+# the windows' coarse step (60 s, as the sidecar holds them in memory: slo/windows.py) up to the longest
+# window and a margin, then one per the error budget's step (300 s): a restart restores the same windows.
+RECORDING_COARSE_STEP_SECONDS: Final = 60.0
+RECORDING_LONG_AFTER_SECONDS: Final = SERIES_EXPIRY_SECONDS + 120.0
+RECORDING_LONG_STEP_SECONDS: Final = 300.0
+RECORDING_MIN_FULL_RESOLUTION_SECONDS: Final = 420.0  # the windows' fine horizon: every snapshot is kept that long
 RULE_WINDOWS: Final[dict[str, int]] = {
     "5m": 300, "30m": 1800, "1h": 3600, "2h": 7200, "6h": 21600, "1d": 86400, "3d": 259200,
 }

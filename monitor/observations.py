@@ -15,6 +15,7 @@ from monitor.parse.exposition import Exposition
 from monitor.parse.families import HistogramError
 from monitor.parse.gateway import router_summary, split_workers, worker_address
 from monitor.redaction import redact
+from monitor.scrape.flapping import FlapDamper, FlapSummary
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
@@ -23,13 +24,17 @@ from monitor.telemetry.model import TelemetryResult
 log = logging.getLogger(__name__)
 
 
-def say_transition(status: TargetStatus, was_up: bool, scrapes_before: int) -> None:
-    """A target that goes down is logged once with its reason (not on every failed scrape after), and
-    again when it is back up. One that fails from its first scrape on is down too."""
-    if not status.up and (was_up or not scrapes_before):
-        log.warning("%s %s: down: %s", status.deployment, redact(status.target_id), redact(status.last_error))
-    elif status.up and not was_up and scrapes_before:
-        log.info("%s %s: up again", status.deployment, redact(status.target_id))
+def _changed(status: TargetStatus, was_up: bool, scrapes_before: int) -> bool:
+    """Down after up (or from its first scrape on), or up after down."""
+    if not status.up:
+        return was_up or not scrapes_before
+    return not was_up and bool(scrapes_before)
+
+
+def _say_flaps(name: str, status: TargetStatus, summary: FlapSummary) -> None:
+    state = "up" if status.up else f"down: {redact(status.last_error)}"
+    log.log(logging.INFO if status.up else logging.WARNING, "%s: flapped %d time%s in the last %.0f s, now %s",
+            name, summary.changes, "" if summary.changes == 1 else "s", summary.seconds, state)
 
 
 class Observations:
@@ -49,6 +54,8 @@ class Observations:
         # router-engine-metrics: the per-worker targets each one fed last time, and the workers each
         # deployment scrapes directly (those are read from their own target only, never twice).
         self._worker_targets: dict[tuple[str, str], list[Target]] = {}
+        self.flaps = FlapDamper()
+        self._said_warnings: dict[tuple[str, str], list[str]] = {}  # per target, the warnings last logged
         self._direct: dict[str, set[str]] = {
             d.name: {worker_address(t.url) for t in d.targets if t.source == "sglang" and t.url}
             for d in config.deployments
@@ -68,7 +75,27 @@ class Observations:
         status = self.statuses[(result.deployment, result.target.id)]
         was_up, scrapes = status.up, status.scrapes
         self._apply(result)
-        say_transition(status, was_up, scrapes)
+        self.say_transition(status, was_up, scrapes, result.ts)
+
+    def say_transition(self, status: TargetStatus, was_up: bool, scrapes_before: int, now: float) -> None:
+        """A target that goes down is logged once with its reason (not on every failed scrape after), and
+        again when it is back up; one that fails from its first scrape on is down too. A flapping target's
+        further changes within a minute are counted and said in one line per minute (`FlapDamper`)."""
+        name = f"{status.deployment} {redact(status.target_id)}"
+        say, summary = self.flaps.observe((status.deployment, status.target_id),
+                                          _changed(status, was_up, scrapes_before), now)
+        if say and not status.up:
+            log.warning("%s: down: %s", name, redact(status.last_error))
+        elif say:
+            log.info("%s: up again", name)
+        if summary is not None:
+            _say_flaps(name, status, summary)
+
+    def say_pending_flaps(self, now: float) -> None:
+        """Summaries of changes counted but not said yet, for every target (the sidecar is stopping)."""
+        for (dep, tid), summary in self.flaps.pending(now):
+            status = self.statuses[(dep, tid)]
+            _say_flaps(f"{dep} {redact(tid)}", status, summary)
 
     def _apply(self, result: ScrapeResult) -> None:
         target = result.target
@@ -95,11 +122,14 @@ class Observations:
             self._target_down(dep, target)
             return
         # What the scrape got wrong but could still be used (a _count off the +Inf bucket, no _sum):
-        # said once when it changes, and kept on the target's status.
+        # said once when it changes, and kept on the target's status. Compared with what was said last,
+        # not with the status (a failed scrape clears that): a flapping target says it once, not per recovery.
         warnings = engine.warnings.get(target.id, [])
-        if status.warnings != warnings:
+        key = (result.deployment, target.id)
+        if self._said_warnings.get(key, []) != warnings:
             log.log(logging.WARNING if warnings else logging.INFO, "%s %s: %s", result.deployment,
                     redact(target.id), "; ".join(warnings) or "exposition consistent again")
+            self._said_warnings[key] = list(warnings)
         status.record_success(result.ts, result.duration_seconds, expo.samples, result.bytes, expo.format, warnings)
         status.last_error = note
 

@@ -7,9 +7,10 @@ import ctypes
 import gc
 import logging
 import math
+import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from aiohttp import web
@@ -17,11 +18,18 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from monitor.config import Config
-from monitor.conventions import DEFAULT_BUCKETS, parse_duration
+from monitor.conventions import (
+    DEFAULT_BUCKETS,
+    RECORDING_COARSE_STEP_SECONDS,
+    RECORDING_LONG_AFTER_SECONDS,
+    RECORDING_LONG_STEP_SECONDS,
+    parse_duration,
+)
 from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
-from monitor.observations import Observations, say_transition
+from monitor.observations import Observations
+from monitor.record.size import expected_bytes, rows_kept
 from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
 from monitor.record.summary import state_row
 from monitor.redaction import redact_str
@@ -44,6 +52,14 @@ from monitor.state import (
 from monitor.telemetry.export import telemetry_families
 
 log = logging.getLogger(__name__)
+
+
+def recording_thinning(full_resolution: str) -> tuple[tuple[float, float], ...]:
+    """(age, step) pairs for Recording.write_tick: every tick for `full_resolution`, then one a minute,
+    past the longest window one per the error budget's step (what the windows hold in memory)."""
+    full = float(parse_duration(full_resolution))
+    return ((full, RECORDING_COARSE_STEP_SECONDS),
+            (max(full, RECORDING_LONG_AFTER_SECONDS), RECORDING_LONG_STEP_SECONDS))
 
 
 class Sidecar:
@@ -75,6 +91,7 @@ class Sidecar:
         self._record_errors = 0  # failed writes since start (slo_monitor_recording_write_errors_total)
         self._record_failing_since: float | None = None
         self._last_written: float | None = None
+        self._said_size = False
         self.restored: dict[str, int] = {}
         if config.sidecar.recording_path:
             self._open_recording(config.sidecar.recording_path, reset=recording_reset)
@@ -151,7 +168,9 @@ class Sidecar:
             readings = [r for res in telemetry.get(dep.name, []) for r in res.readings]
             rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), engine.book))
         try:
-            self.recording.write_tick(rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention))
+            written = self.recording.write_tick(
+                rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention),
+                thin=recording_thinning(self.config.sidecar.recording_full_resolution))
         except sqlite3.Error as err:
             # Disk full, I/O error: scraping and serving go on; said once, and again when it recovers.
             # Also counted and on /healthz ("degraded"), so it is not only in the log.
@@ -169,7 +188,31 @@ class Sidecar:
             self._record_failing_since = None
         self._last_record = now
         self._last_written = now
+        if not self._said_size and rows:
+            self._say_size(written / len(rows))
         return True
+
+    def _say_size(self, row_bytes: float) -> None:
+        """Once, from the first tick's rows: how large the recording will grow with this fleet, thinning
+        and retention; a WARNING when its filesystem has less free space than that."""
+        assert self.recording is not None
+        side = self.config.sidecar
+        retain = parse_duration(side.recording_retention)
+        rows = rows_kept(retain, side.recording_interval_seconds, recording_thinning(side.recording_full_resolution))
+        full = expected_bytes(row_bytes, len(self.config.deployments), rows)
+        self._said_size = True
+        try:
+            free = shutil.disk_usage(self.recording.path.resolve().parent).free
+        except OSError:
+            free = None
+        what = (f"recording {self.recording.path}: {len(self.config.deployments)} deployments, ~{row_bytes / 1024:.1f} kB "
+                f"a row, {rows:.0f} rows each kept over {side.recording_retention} (thinned): it grows to "
+                f"~{full / 1e6:,.0f} MB")
+        if free is not None and full > free:
+            log.warning("%s, and its filesystem has %.0f MB free: shorten sidecar.recording_retention, free space "
+                        "or shard the fleet (--shard i/N); writes that fail are logged", what, free / 1e6)
+        else:
+            log.info("%s%s", what, "" if free is None else f" ({free / 1e6:,.0f} MB free)")
 
     def recording_status(self) -> RecordingStatus | None:
         if self.recording is None:
@@ -235,10 +278,14 @@ class Sidecar:
         return ConfigReloadStatus(successful=self._reload_ok, last_success_ts=self._loaded_at,
                                   last_attempt_ts=self._reload_attempt, last_error=self._reload_error)
 
-    def status(self) -> StatusResponse:
+    def status(self, only: Collection[str] | None = None) -> StatusResponse:
+        """The read model of every deployment, or of those named in `only` (a page of /api/v1/status)."""
         now = self.clock()
         deps = []
+        wanted = None if only is None else set(only)
         for dep in self.config.deployments:
+            if wanted is not None and dep.name not in wanted:
+                continue
             engine = self.observations.engines[dep.name]
             targets = [self.observations.statuses[(dep.name, t.id)] for t in dep.targets]
             st = deployment_status(dep, engine.state(now), targets)
@@ -281,7 +328,7 @@ class Sidecar:
             else:
                 st.record_failure(now, f"request-log directory {tl.target.path} does not exist "
                                   "(is SGLang launched with --export-metrics-to-file-dir?)", 0.0)
-            say_transition(st, was_up, scrapes)
+            self.observations.say_transition(st, was_up, scrapes, now)
 
     def _on_cycle(self, now: float) -> None:
         self.poll_request_logs(now)
@@ -304,7 +351,8 @@ class Sidecar:
         side = self.config.sidecar
         app = build_app(self.registry, self.status, api_token=lambda: self.config.sidecar.api_bearer_token,
                         header_timeout=side.http_header_timeout_seconds, problems=self.problems,
-                        degraded=self.degradations, reload=self.reload)
+                        degraded=self.degradations, reload=self.reload,
+                        deployment_names=lambda: [d.name for d in self.config.deployments])
         self.runner, self.port = await start_server(app, host or side.listen_host,
                                                     side.listen_port if port is None else port)
         return self.port
@@ -335,6 +383,7 @@ class Sidecar:
     async def close(self) -> None:
         self.stop()
         self.scraper.close()
+        self.observations.say_pending_flaps(self.clock())
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None

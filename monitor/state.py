@@ -194,9 +194,19 @@ class SidecarStatus(BaseModel):
     degraded: list[str] = []  # what works less than it should, while the SLO state is still served
 
 
+class PageInfo(BaseModel):
+    """Set when /api/v1/status answers one page of a selection (monitor/export/status_query.py)."""
+
+    matching: int  # deployments the filters select, on every page together
+    returned: int
+    limit: int
+    next_page_token: str | None  # pass as page_token for the next page; None on the last
+
+
 class StatusResponse(BaseModel):
     sidecar: SidecarStatus
     deployments: list[DeploymentStatus]
+    page: PageInfo | None = None  # absent from an unpaged answer
 
 
 def sli_status(s: SliState) -> SliStatus:

@@ -276,3 +276,9 @@ def test_a_file_over_the_size_bound_or_not_utf8_is_refused_unread(tmp_path):
     p.write_bytes(b"deployments: []\n# caf\xe9\n")
     with pytest.raises(ConfigError, match=r"huge.yaml: not UTF-8 \(byte 21\)"):
         load_config(p)
+
+
+def test_a_recording_full_resolution_shorter_than_the_windows_keep_every_snapshot_is_refused():
+    with pytest.raises(ConfigError, match=r"sidecar.recording_full_resolution: .*must be at least 7m"):
+        parse_config({"sidecar": {"recording_full_resolution": "5m"}})
+    assert parse_config({"sidecar": {"recording_full_resolution": "7m"}}).sidecar.recording_full_resolution == "7m"

@@ -119,9 +119,9 @@ def test_a_target_going_down_is_logged_once_with_its_reason_and_again_when_it_re
     with caplog.at_level(logging.INFO, logger="monitor.observations"):
         obs.apply(ScrapeResult("d", SERVER, 0, 3.0, error="connection failed: refused"))  # down from the start
         obs.apply(ScrapeResult("d", SERVER, 5, 3.0, error="timed out after 3s"))  # still down: said already
-        obs.apply(ok(SERVER, 10, exposition(tpot=[0.03])))
-        obs.apply(ok(SERVER, 15, exposition(tpot=[0.03])))
-        obs.apply(ScrapeResult("d", SERVER, 20, 3.0, error="HTTP 503"))
+        obs.apply(ok(SERVER, 70, exposition(tpot=[0.03])))  # a minute apart: not flapping
+        obs.apply(ok(SERVER, 75, exposition(tpot=[0.03])))
+        obs.apply(ScrapeResult("d", SERVER, 140, 3.0, error="HTTP 503"))
         down = TelemetryResult(source="npu-smi", node="n", up=False, target=NPU.id, error="npu-smi: not found")
         obs.apply(ScrapeResult("d", NPU, 20, 0.1, telemetry=down))
         obs.apply(ScrapeResult("d", NPU, 25, 0.1, telemetry=down))
@@ -142,3 +142,74 @@ def test_the_down_line_carries_no_credentials(caplog):
         Observations(cfg).apply(ScrapeResult("d", target, 0, 1.0, error="connection failed to http://user:s3cret@10.0.0.1:1/metrics"))
     (line,) = [r.getMessage() for r in caplog.records]
     assert "s3cret" not in line and "***@" in line
+
+
+def test_a_flapping_target_is_said_at_once_then_summarised_once_a_minute_and_its_status_stays_exact(caplog):
+    obs = Observations(CFG)
+    with caplog.at_level(logging.INFO, logger="monitor.observations"):
+        obs.apply(ok(SERVER, 0, exposition(tpot=[0.03])))
+        for i in range(1, 121):  # 10 minutes of 5 s scrapes, every other one failing: 120 changes
+            if i % 2:
+                obs.apply(ScrapeResult("d", SERVER, 5 * i, 3.0, error=f"HTTP 503 #{i}"))
+            else:
+                obs.apply(ok(SERVER, 5 * i, exposition(tpot=[0.03])))
+        assert obs.statuses[("d", SERVER.id)].up  # the last scrape (i = 120) succeeded
+        obs.apply(ScrapeResult("d", SERVER, 605, 3.0, error="HTTP 503 last"))
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    name = f"d {SERVER.id}"
+    assert said[:2] == [(logging.WARNING, f"{name}: down: HTTP 503 #1"), (logging.INFO, f"{name}: up again")]
+    summaries = said[2:]
+    assert len(summaries) == 10, said  # one per minute, not one per change
+    assert summaries[0] == (logging.WARNING, f"{name}: flapped 13 times in the last 60 s, now down: HTTP 503 #13")
+    assert summaries[-1] == (logging.WARNING, f"{name}: flapped 12 times in the last 60 s, now down: HTTP 503 last")
+    assert sum(int(m.split("flapped ")[1].split()[0]) for _, m in summaries) == 121  # every change counted
+    status = obs.statuses[("d", SERVER.id)]
+    assert (status.up, status.last_error, status.scrapes, status.errors) == (False, "HTTP 503 last", 122, 61)
+
+
+def test_a_target_that_stops_flapping_is_said_at_once_again_after_a_quiet_minute(caplog):
+    obs = Observations(CFG)
+    with caplog.at_level(logging.INFO, logger="monitor.observations"):
+        obs.apply(ScrapeResult("d", SERVER, 0, 3.0, error="refused"))
+        obs.apply(ok(SERVER, 5, exposition(tpot=[0.03])))  # its recovery: said too
+        obs.apply(ScrapeResult("d", SERVER, 10, 3.0, error="HTTP 503"))  # counted
+        obs.apply(ScrapeResult("d", SERVER, 60, 3.0, error="HTTP 503"))  # the minute is over: one summary
+        obs.apply(ok(SERVER, 120, exposition(tpot=[0.03])))  # closes a quiet minute and is said at once
+    said = [r.getMessage() for r in caplog.records]
+    name = f"d {SERVER.id}"
+    assert said == [f"{name}: down: refused", f"{name}: up again",
+                    f"{name}: flapped 3 times in the last 60 s, now down: HTTP 503", f"{name}: up again"], said
+
+
+def test_forty_flapping_targets_with_a_warning_write_a_few_lines_each_not_one_per_change(caplog):
+    """Issue 24 item 12: 40 targets flapping for 10 minutes wrote a line per change (16.6k lines)."""
+    servers = [{"role": "server", "url": f"http://s{i}:1/metrics"} for i in range(40)]
+    cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": servers}]})
+    targets = cfg.deployments[0].targets
+    no_sum = "".join(line + "\n" for line in exposition(tpot=[0.03]).splitlines() if "_sum" not in line)
+    obs = Observations(cfg)
+    with caplog.at_level(logging.INFO, logger="monitor.observations"):
+        for i in range(120):  # 10 minutes of 5 s scrapes, every other one failing
+            for t in targets:
+                if i % 2:
+                    obs.apply(ScrapeResult("d", t, 5 * i, 3.0, error="HTTP 503"))
+                else:
+                    obs.apply(ok(t, 5 * i, no_sum))
+    said = [r.getMessage() for r in caplog.records]
+    per_target = {t.id: [m for m in said if m.startswith(f"d {t.id}: ")] for t in targets}
+    for lines in per_target.values():
+        # its warning once, down and up once, then one summary a minute
+        assert len([m for m in lines if "_sum" in m]) == 1, lines
+        assert len(lines) <= 1 + 2 + 10, lines
+    assert len(said) <= 40 * 13
+    assert all(obs.statuses[("d", t.id)].up is False for t in targets)  # the last scrape failed: exact
+
+
+def test_changes_only_counted_when_the_sidecar_stops_are_said_then(caplog):
+    obs = Observations(CFG)
+    with caplog.at_level(logging.INFO, logger="monitor.observations"):
+        for i, error in enumerate(["refused", None, "HTTP 503", None, "HTTP 503"]):
+            obs.apply(ScrapeResult("d", SERVER, 5 * i, 3.0, error=error) if error else ok(SERVER, 5 * i, exposition()))
+        obs.say_pending_flaps(22.0)
+    said = [r.getMessage() for r in caplog.records]
+    assert said[-1] == f"d {SERVER.id}: flapped 5 times in the last 22 s, now down: HTTP 503", said

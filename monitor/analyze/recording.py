@@ -85,10 +85,13 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
     if len(snaps) < 2:
         raise ValueError(f"{path}: fewer than two recorded ticks of {deployment} between the given times")
     ticks = [s.ts for s in snaps]
-    interval = statistics.median(b - a for a, b in zip(ticks, ticks[1:]))
+    gaps = sorted(b - a for a, b in zip(ticks, ticks[1:]))
+    interval = statistics.median(gaps)
     step = step or choose_step(ticks[-1] - ticks[0], interval, points=600)
     times = grid(ticks[0], ticks[-1], step)
-    max_age = max(2 * interval, step)
+    # Older rows are thinned (one a minute, then one per 5 minutes: docs/recording.md): their spacing is
+    # not an outage. The 90th percentile gap is that spacing when they are a tenth of the range or more.
+    max_age = max(2 * interval, step, 2 * gaps[int(0.9 * (len(gaps) - 1))])
 
     hists: dict[str, tuple[Hist | None, ...]] = {}
     for sli in sorted({k for s in snaps for k in s.hists}):

@@ -8,7 +8,9 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 
 from monitor.conventions import ENGINE_ROLES
 from monitor.state import ClientGoneWindowStatus, DeploymentStatus, SliStatus, StatusResponse
@@ -115,8 +117,12 @@ def _sidecar_notes(status: StatusResponse, color: bool) -> list[str]:
     return [f"{RED}{line}{RESET}" if color else line for line in lines]
 
 
-def fetch_status(url: str, token: str | None = None, timeout: float = 5.0) -> StatusResponse:
-    req = urllib.request.Request(url.rstrip("/") + "/api/v1/status")
+MAX_PAGES = 1000  # a sidecar whose tokens never end (a bug) stops the client instead of looping
+
+
+def _get_page(url: str, params: list[tuple[str, str]], token: str | None, timeout: float) -> StatusResponse:
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    req = urllib.request.Request(url.rstrip("/") + "/api/v1/status" + query)
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - user-given sidecar URL
@@ -145,6 +151,25 @@ def resolve_token(token: str | None, token_file: str | None, environ: dict[str, 
     return env.get(TOKEN_ENV, "").strip() or None
 
 
+def fetch_status(url: str, token: str | None = None, timeout: float = 5.0, *,
+                 deployments: Sequence[str] = (), states: Sequence[str] = ()) -> StatusResponse:
+    """Every deployment the filters select, page after page (a large fleet's sidecar answers in pages);
+    the answer has no `page`, as an unpaged one. A sidecar from before paging ignores the filters and
+    answers everything at once."""
+    filters = [("deployment", g) for g in deployments] + [("state", s) for s in states]
+    first = _get_page(url, filters, token, timeout)
+    pages = 1
+    while first.page is not None and first.page.next_page_token is not None:
+        if pages >= MAX_PAGES:
+            raise RuntimeError(f"the sidecar at {url} answered {MAX_PAGES} pages and still gave a next page_token")
+        nxt = _get_page(url, [*filters, ("limit", "1000"), ("page_token", first.page.next_page_token)], token, timeout)
+        pages += 1
+        first.deployments += nxt.deployments
+        first.page = nxt.page
+    first.page = None
+    return first
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="live table of deployments vs SLO targets (reads a running sidecar)")
     p.add_argument("--url", default="http://127.0.0.1:9464", help="sidecar base URL")
@@ -153,6 +178,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "blanks and the final newline are ignored)")
     p.add_argument("--watch", type=float, default=0.0, metavar="SECONDS", help="refresh every N seconds")
     p.add_argument("--json", action="store_true", help="print the raw status JSON once")
+    p.add_argument("--deployment", action="append", default=[], metavar="GLOB",
+                   help="only deployments whose name matches (repeatable; globs such as 'kimi-*')")
+    p.add_argument("--state", action="append", default=[], choices=["breaching", "down", "ok"],
+                   help="only deployments in this state (repeatable)")
     p.add_argument("--no-color", action="store_true")
     p.set_defaults(func=_status)
 
@@ -161,8 +190,13 @@ def _status(args: argparse.Namespace) -> int:
     token = resolve_token(args.token, args.token_file)
     while True:
         try:
-            st = fetch_status(args.url, token)
+            st = fetch_status(args.url, token, deployments=args.deployment, states=args.state)
         except (urllib.error.URLError, OSError) as err:
+            if isinstance(err, urllib.error.HTTPError) and err.code == 400:
+                # The sidecar says what is wrong with the query (e.g. a page token of another config).
+                print(f"slo-monitor: the sidecar refused the query: {err.read().decode(errors='replace')}",
+                      file=sys.stderr)
+                return 2
             print(f"slo-monitor: cannot reach the sidecar at {args.url}: {err}", file=sys.stderr)
             if not args.watch:
                 return 1

@@ -20,8 +20,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from monitor.export.status_query import QueryError, StatusSource, dump, parse_query, select
 from monitor.redaction import redact_str
-from monitor.state import StatusResponse
 
 log = logging.getLogger(__name__)
 
@@ -144,18 +144,21 @@ class _Site(web.BaseSite):
 DEADLINES = web.AppKey("request_deadlines", RequestDeadlines)
 
 
-def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse], *,
+def build_app(registry: CollectorRegistry, status: StatusSource, *,
               api_token: str | None | Callable[[], str | None] = None,
               header_timeout: float = HEADER_TIMEOUT_SECONDS,
               problems: Callable[[], list[str]] | None = None,
               degraded: Callable[[], list[str]] | None = None,
-              reload: Callable[[], str | None] | None = None) -> web.Application:
+              reload: Callable[[], str | None] | None = None,
+              deployment_names: Callable[[], list[str]] | None = None) -> web.Application:
     """`problems()` says what makes the sidecar unhealthy (e.g. a stuck loop): /healthz answers 503 with
     them, 200 when there are none. `degraded()` says what works less than it should while the SLO state
     is served (e.g. the recording cannot be written): 200 with status "degraded" and the reasons, so a
     liveness probe does not restart what a restart would not fix. `reload()` reloads the config for
     `POST /-/reload` (None when it worked, else why not); `api_token` may be a callable (read per request,
-    so a reload can change it)."""
+    so a reload can change it). `deployment_names()` lists the deployments in order, so that a page of
+    /api/v1/status builds only its own (without it they are read from a whole `status()`)."""
+    names = deployment_names or (lambda: [d.name for d in status().deployments])
     deadlines = RequestDeadlines(header_timeout)
 
     @web.middleware
@@ -188,7 +191,12 @@ def build_app(registry: CollectorRegistry, status: Callable[[], StatusResponse],
         return web.json_response({"status": "ok"})
 
     async def api_status(request: web.Request) -> web.Response:
-        return web.Response(text=status().model_dump_json(), content_type="application/json")
+        # Filters and paging: monitor/export/status_query.py. A bad query is a 400 saying why.
+        try:
+            answer = select(parse_query(list(request.query.items())), status, names)
+        except QueryError as err:
+            return web.json_response({"error": str(err)}, status=400)
+        return web.Response(text=dump(answer), content_type="application/json")
 
     async def reload_config(request: web.Request) -> web.Response:
         # As Prometheus's /-/reload: 200 when the new config runs, 500 with why when the old one stays.

@@ -18,10 +18,11 @@ main file beside a -wal, an unreadable row); the caller decides between refusing
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,6 +86,7 @@ class Recording:
         self.path = Path(path)
         self.checkpoint_seconds = checkpoint_seconds
         self._last_checkpoint = time.monotonic()
+        self._thinned: dict[float, float] = {}  # per thinning step, the cut it was applied up to
         _check_file(self.path)
         if readonly:
             if not self.path.exists():
@@ -149,21 +151,39 @@ class Recording:
         self.db.close()
 
     def write_tick(self, rows: list[tuple[str, Snapshot, dict[str, Any] | None, SeriesBook]],
-                   *, retain_seconds: float) -> None:
-        """One transaction for every deployment of a tick, then drop rows past the retention."""
+                   *, retain_seconds: float, thin: Sequence[tuple[float, float]] = ()) -> int:
+        """One transaction for every deployment of a tick, then drop rows past the retention and thin
+        the older ones: for each (age, step) of `thin`, rows older than `age` keep one per `step`.
+        Returns the bytes of the snapshot rows written (the books replace their previous row)."""
+        written = 0
         with self.db:
             for name, snap, state, book in rows:
-                self.db.execute(
-                    "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)",
-                    (name, snap.ts, json.dumps(snapshot_to(snap)), json.dumps(state) if state else None),
-                )
+                snapshot, state_text = json.dumps(snapshot_to(snap)), json.dumps(state) if state else None
+                written += len(name) + len(snapshot) + len(state_text or "") + 16
+                self.db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)",
+                                (name, snap.ts, snapshot, state_text))
                 self.db.execute("INSERT OR REPLACE INTO books VALUES (?, ?, ?)",
                                 (name, snap.ts, json.dumps(book_to(book))))
             if rows:
                 newest = max(r[1].ts for r in rows)
                 self.db.execute("DELETE FROM snapshots WHERE ts < ?", (newest - retain_seconds,))
+                for age, step in thin:
+                    self._thin(newest - age, step)
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_seconds:
             self.checkpoint()
+        return written
+
+    def _thin(self, cut: float, step: float) -> None:
+        """Keep, of the rows older than `cut`, the earliest of each deployment in each `step`-long bucket
+        (buckets aligned to the epoch, so the kept rows do not move as the cut does). Only the rows that
+        aged past the cut since the last call are looked at (all of them after opening); the earlier row
+        a deleted one has is found on the primary key."""
+        lo = min(self._thinned.get(step, -math.inf), cut)
+        self.db.execute(
+            "DELETE FROM snapshots AS s WHERE s.ts >= ? AND s.ts < ? AND EXISTS (SELECT 1 FROM snapshots AS o "
+            "WHERE o.deployment = s.deployment AND o.ts < s.ts AND o.ts >= ? * CAST(s.ts / ? AS INTEGER))",
+            (lo if lo > -math.inf else -1e18, cut, step, step))
+        self._thinned[step] = cut
 
     def deployments(self) -> list[str]:
         q = "SELECT DISTINCT deployment FROM snapshots ORDER BY 1"

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from bench import big, detection, emulator, fleet, leading, parse_cpu, table
+from bench import big, detection, emulator, fleet, growth, leading, parse_cpu, table
 from bench.expositions import Exposition, fixture_text, replicate
 
 
@@ -82,3 +82,11 @@ def test_big_target_benchmark_runs_small():
     assert [r["kind"] for r in res] == list(big.CASES) and all(r["healthz"] for r in res)
     assert res[0]["big_up"] and res[1]["big_up"]  # 2 % of each: under the series limit
     assert "/healthz p50 / p99 / max ms" in big.render(res) and len(big.goal_lines(res)) == 2
+
+
+def test_growth_benchmark_runs_tiny_and_renders():
+    res = growth.run(deployments=3, hours=0.2, rec_deployments=2, rec_minutes=1.0, day_deployments=1,
+                     day_hours=7.0)
+    assert res["rec_bytes"] > 0 and res["day_rows_kept"] < res["full_rows_per_day"] and len(res["rss"]) == 1
+    text = growth.render(res)
+    assert "kB per deployment per minute" in text and "MB per deployment" in text

@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from monitor.config import parse_config
+from monitor.conventions import parse_duration
 from monitor.record.store import Recording, RecordingError
 from monitor.sidecar import Sidecar
 from tests.conftest import serve_routes
@@ -525,3 +526,104 @@ def test_a_full_disk_at_start_is_not_taken_for_a_damaged_recording_and_nothing_i
     rec = Recording(path, readonly=True)
     assert len(list(rec.snapshots("d"))) == 1  # still there, still readable
     rec.close()
+
+
+# --- thinning: older rows keep one per minute, past the longest window one per 5 minutes ------------
+
+def _steady(start: float, ticks: int, interval: float = 15.0):
+    """A deployment answering one request a second, all under the TPOT target: (snapshot, book) per tick."""
+    from monitor.slo.accumulate import SeriesBook
+    from monitor.slo.histogram import Hist
+    from monitor.slo.windows import Snapshot
+
+    for i in range(ticks):
+        n = float(i * interval)
+        h = Hist((0.04, float("inf")), (n, n), 0.03 * n, n)
+        yield Snapshot(start + i * interval, {"tpot": h}, {"requests_total": n}), SeriesBook()
+
+
+def test_older_rows_are_thinned_to_one_a_minute_then_one_per_5_minutes_and_restore_the_same_windows(tmp_path):
+    from monitor.sidecar import recording_thinning
+    from monitor.slo.engine import DeploymentEngine
+
+    cfg = parse_config({"deployments": [{"name": d, "tpot_target_seconds": 0.04, "targets": []} for d in "ab"]})
+    start, ticks = 1_000_020.0, 8 * 240  # 8 h of 15 s ticks
+    thin = recording_thinning("1h")
+    assert thin == ((3600.0, 60.0), (21720.0, 300.0))
+    rec = Recording(tmp_path / "r.sqlite")
+    snaps = []
+    for snap, book in _steady(start, ticks):
+        snaps.append(snap)
+        rec.write_tick([(d, snap, {"pad": "x" * 100}, book) for d in "ab"], retain_seconds=86400, thin=thin)
+    newest = snaps[-1].ts
+    kept = [s.ts for s in rec.snapshots("a")]
+    assert kept == [s.ts for s in rec.snapshots("b")]
+    assert [t for t in kept if t >= newest - 3600] == [s.ts for s in snaps if s.ts >= newest - 3600]  # every tick
+    middle = [t for t in kept if newest - 21720 <= t < newest - 3600]
+    inside = {int(s.ts // 60) for s in snaps if newest - 21720 <= s.ts // 60 * 60 and s.ts < newest - 3600}
+    assert inside <= {int(t // 60) for t in middle} and len(inside) > 280  # every minute has a row ...
+    assert len(middle) == len({int(t // 60) for t in middle})  # ... and only one
+    old = [t for t in kept if t < newest - 21720]
+    assert len(old) == len({int(t // 300) for t in old}) == len({int(s.ts // 300) for s in snaps if s.ts < newest - 21720})
+    assert len(old) > 20
+    assert len(kept) < len(snaps) / 3
+    # A recording opened again thins what aged meanwhile the same way (the first tick looks at every row).
+    rec.close()
+    rec = Recording(tmp_path / "r.sqlite")
+    more = list(_steady(start, ticks + 40))[ticks:]
+    for snap, book in more:
+        rec.write_tick([(d, snap, None, book) for d in "ab"], retain_seconds=86400, thin=thin)
+    again = [s.ts for s in rec.snapshots("a")]
+    newest = more[-1][0].ts
+    assert len([t for t in again if newest - 21720 <= t < newest - 3600]) == len(
+        {int(t // 60) for t in again if newest - 21720 <= t < newest - 3600})
+    # The windows restored from the thinned rows are those of a sidecar that kept every snapshot.
+    every = [s for s, _ in _steady(start, ticks + 40)]
+    live, restored = DeploymentEngine(cfg.deployments[0]), DeploymentEngine(cfg.deployments[0])
+    live.restore(every, None)
+    restored.restore(rec.snapshots("a"), None)
+    a, b = live.state(newest).slis["tpot"].windows, restored.state(newest).slis["tpot"].windows
+    for w in ("5m", "30m", "1h", "6h"):
+        assert abs(a[w].events - b[w].events) <= 60, (w, a[w].events, b[w].events)  # one minute of 1 req/s
+        assert b[w].good_ratio == 1.0
+    assert a["5m"].events == b["5m"].events
+
+
+def test_the_sidecar_thins_its_recording_as_configured(tmp_path):
+    from monitor.sidecar import recording_thinning
+
+    for value in ("1h", "2h"):
+        cfg = parse_config({"sidecar": {"recording_path": str(tmp_path / f"{value}.sqlite"),
+                                        "recording_full_resolution": value},
+                            "deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": []}]})
+        sc = Sidecar(cfg, clock=Clock(1000.0))
+        sc.observations.engines["d"].restore((s for s, _ in _steady(900.0, 2)), None)
+        seen: dict = {}
+        sc.recording.write_tick = lambda rows, seen=seen, **kw: seen.update(kw) or 0  # type: ignore[method-assign]
+        assert sc.record(1000.0, force=True)
+        sc.recording.close()
+        assert seen["thin"] == recording_thinning(value) and seen["thin"][0] == (float(parse_duration(value)), 60.0)
+
+
+
+@pytest.mark.parametrize("free, level", [(10**12, logging.INFO), (10**5, logging.WARNING)])
+def test_the_first_tick_says_how_large_the_recording_will_grow_and_warns_when_the_disk_is_smaller(
+        tmp_path, caplog, monkeypatch, free, level):
+    import shutil as shutil_module
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil_module, "disk_usage", lambda _path: usage(free, 0, free))
+    cfg = parse_config({"sidecar": {"recording_path": str(tmp_path / "r.sqlite")},
+                        "deployments": [{"name": d, "tpot_target_seconds": 0.04, "targets": []} for d in "ab"]})
+    sc = Sidecar(cfg, clock=Clock(1000.0))
+    for name in "ab":
+        sc.observations.engines[name].restore((s for s, _ in _steady(900.0, 2)), None)
+    with caplog.at_level(logging.INFO, logger="monitor.sidecar"):
+        assert sc.record(1000.0, force=True) and sc.record(1015.0, force=True)
+    sc.recording.close()
+    said = [r for r in caplog.records if "it grows to" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == level, [r.getMessage() for r in caplog.records]
+    line = said[0].getMessage()
+    assert "2 deployments" in line and "758 rows each kept over 1d (thinned)" in line
+    assert ("shorten sidecar.recording_retention" in line) == (level == logging.WARNING)

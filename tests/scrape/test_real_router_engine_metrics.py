@@ -45,7 +45,7 @@ async def scrape_via_router(name: str, tmp_path: Path, gateway: str = GATEWAY_SG
             cfg = parse_config({"deployments": [
                 {"name": name, "tpot_target_seconds": 0.1, "ttft_target_seconds": 2, "targets": [
                     {"role": "decode" if name == "pd" else "server", "source": "router-engine-metrics", "url": url},
-                    {"role": "router", "url": router.metrics_url}]},
+                    {"role": "router", "url": router.metrics_url, "gateway": gateway}]},
                 {"name": "direct", "tpot_target_seconds": 0.1, "ttft_target_seconds": 2, "targets": [
                     {"role": s.role, "url": s.url + "/metrics"} for s in layout.servers]},
             ]})
@@ -60,11 +60,13 @@ async def scrape_via_router(name: str, tmp_path: Path, gateway: str = GATEWAY_SG
 
 def counted_once(scraper: Scraper, name: str) -> None:
     """The merge gives the SLO engine exactly what scraping each worker directly gives it."""
-    # Raw cumulative values as scraped (the windows count from the first sight, so one cycle adds 0).
+    # Raw cumulative values as scraped (the windows count from the first sight, so one cycle adds 0). Only the
+    # workers' families: `name` also has the gateway's own counters, which count the test's own requests to it.
     def raw(engine) -> tuple[dict, dict]:
         counters: dict = {}
         for key, acc in engine.book.scalars.items():
-            counters[key[1]] = counters.get(key[1], 0.0) + (acc.last_raw or 0.0)
+            if key[1].startswith("sglang:"):
+                counters[key[1]] = counters.get(key[1], 0.0) + (acc.last_raw or 0.0)
         hists: dict = {}
         for key, acc in engine.book.hists.items():
             hists[key[1]] = hists.get(key[1], 0.0) + (acc.last_raw.total if acc.last_raw else 0.0)
