@@ -2,7 +2,7 @@
 
 The machine is shared: contenders are interleaved or run side by side and repeated, medians with
 ranges reported; absolute numbers move with the load, ratios measured side by side much less. The
-report opens with every goal of issue 16 (and item 4 of issue 19) as one line: measured, goal, verdict.
+report opens with every goal of issue 16 (item 4 of issue 19, item 2 of issue 24) as one line: measured, goal, verdict.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench import big, detection, emulator, fleet, growth, leading, parse_cpu
+from bench import big, detection, emulator, fleet, growth, leading, metrics_page, parse_cpu
 from bench.expositions import catalogue
 from bench.table import markdown
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator", "growth")
+BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator", "growth", "metrics")
 NOTES = """## How to read this
 
 - Absolute CPU numbers move by +-30 % with the other jobs on this 2-core machine (the load average at the
@@ -48,6 +48,9 @@ NOTES = """## How to read this
 - Benchmark 6: bench/growth.py says what is simulated (the clock, the traffic, the skipped cycles) and what
   is real (the sidecar's engines, read model, recording and its thinning); the day of recording replays the
   last tick's rows with their timestamps moved on.
+- Benchmark 7: bench/metrics_page.py says what runs (one child process serving the same fed sidecar with the
+  cached /metrics and the one before it, side by side) and what the client measures; the state is fed, not
+  scraped, so the only load is the /metrics requests.
 - Benchmark 5: the emulator and the load generator share the machine (2 cores); "sustained" means the
   client-side TPOT stayed within 2 % of the server's, i.e. tokens left when the scheduler produced them.
 """
@@ -125,10 +128,16 @@ def main(argv: list[str] | None = None) -> int:
               if q else {})
         emit("6. Per deployment as windows fill: RSS, /api/v1/status bytes, recording bytes (issue 24 item 13)",
              growth.render(growth.run(**kw)))
+    if "metrics" in args.only:
+        kw = {"deployments": 20, "concurrency": (10,), "rounds": 1} if q else {}
+        page = metrics_page.run(**kw)
+        goals += metrics_page.goal_lines(page)
+        emit("7. /healthz under concurrent /metrics, with the page cache and without (issue 24 item 2)",
+             metrics_page.render(page))
     end = ("Total wall time " + f"{time.time() - started:.0f} s; load average at end "
            + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(end)
-    summary = ("## Goals (issue 16; issue 19 item 4)\n\nEach measured in this run, side by side where it is a "
+    summary = ("## Goals (issue 16; issue 19 item 4; issue 24 item 2)\n\nEach measured in this run, side by side where it is a "
                "ratio.\n\n" + markdown(["goal", "measured", "target", "verdict"], goals)) if goals else ""
     if summary:
         print(summary)

@@ -380,6 +380,12 @@ class SidecarSettings(_Strict):
     # A connection to the sidecar's port must deliver a whole request within this many seconds of
     # opening (or of its previous response), else it is closed: half-sent requests hold nothing.
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Connections open at once on the sidecar's port; the excess is closed at accept (a 503, nothing
+    # parsed) and counted. None: derived from the open-files limit (monitor/fdlimit.py).
+    max_connections: int | None = Field(default=None, ge=1)
+    # At start the soft open-files limit (RLIMIT_NOFILE) is raised toward the hard one, up to this
+    # (never lowered); 0 leaves it as it is. The usual soft 1024 is what 1,100 idle connections exhaust.
+    open_files_limit: int = Field(default=65536, ge=0)
     otlp_endpoint: str | None = None
     otlp_interval_seconds: float = Field(default=15.0, gt=0)
 

@@ -383,6 +383,13 @@ M_RECORDING_LAST_WRITE = f"{NS}_recording_last_write_timestamp_seconds"
 M_CONFIG_RELOAD_OK = f"{NS}_config_last_reload_successful"
 M_CONFIG_RELOAD_TS = f"{NS}_config_last_reload_success_timestamp_seconds"
 
+# The sidecar's own port (monitor/export/connections.py): connections closed at accept because
+# sidecar.max_connections were open, failed accepts (out of file descriptors), and the open count and cap.
+M_HTTP_CONNECTIONS_SHED = f"{NS}_http_connections_shed_total"
+M_HTTP_ACCEPT_ERRORS = f"{NS}_http_accept_errors_total"
+M_HTTP_CONNECTIONS_OPEN = f"{NS}_http_connections_open"
+M_HTTP_CONNECTIONS_LIMIT = f"{NS}_http_connections_limit"
+
 # Request-log series (per-request goodput from SGLang's --export-metrics-to-file; monitor.requestlog).
 M_GOODPUT_RATIO = f"{NS}_goodput_ratio"
 M_GOODPUT_RATE = f"{NS}_goodput_requests_per_second"

@@ -2,8 +2,9 @@
 
 Deployments whose definition is unchanged keep their SLO windows; the others are rebuilt from empty, new
 ones added, missing ones dropped. A few sidecar settings are bound when the process starts (its listening
-socket, the recording file, the OTLP exporter, the HTTP server's deadlines): a reload that changes one of
-them is refused whole, with the reason, and the running config stays, as Prometheus refuses a bad file.
+socket, the recording file, the OTLP exporter, the HTTP server's deadlines and connection cap, the open-files
+limit): a reload that changes one of them is refused whole, with the reason, and the running config stays, as
+Prometheus refuses a bad file.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from monitor.config import Config
 
 # Sidecar settings read only at start: changing them takes a restart.
 RESTART_ONLY = ("listen_host", "listen_port", "recording_path", "http_header_timeout_seconds", "otlp_endpoint",
-                "otlp_interval_seconds")
+                "otlp_interval_seconds", "max_connections", "open_files_limit")
 
 
 class ReloadRefused(ValueError):

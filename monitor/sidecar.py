@@ -10,14 +10,15 @@ import math
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
+from itertools import chain
 from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
-from monitor.config import Config
+from monitor.config import Config, Deployment
 from monitor.conventions import (
     DEFAULT_BUCKETS,
     RECORDING_COARSE_STEP_SECONDS,
@@ -25,9 +26,13 @@ from monitor.conventions import (
     RECORDING_LONG_STEP_SECONDS,
     parse_duration,
 )
+from monitor.export import prometheus
+from monitor.export.connections import ConnectionGuard
 from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
+from monitor.export.render_cache import Families, MetricsPage
+from monitor.fdlimit import default_max_connections, open_files_limits, raise_open_files_limit
 from monitor.observations import Observations
 from monitor.record.size import expected_bytes, rows_kept
 from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
@@ -42,8 +47,10 @@ from monitor.slo.engine import DeploymentEngine
 from monitor.slo.state import fix_flag_for
 from monitor.state import (
     ConfigReloadStatus,
+    DeploymentStatus,
     LoopStatus,
     RecordingStatus,
+    SidecarStatus,
     StatusResponse,
     deployment_status,
     loop_status,
@@ -52,6 +59,9 @@ from monitor.state import (
 from monitor.telemetry.export import telemetry_families
 
 log = logging.getLogger(__name__)
+
+# Reading the state for /metrics gives the event loop back this often (a scrape result, a probe waits no longer).
+STATUS_SLICE_SECONDS = 0.005
 
 
 def recording_thinning(full_resolution: str) -> tuple[tuple[float, float], ...]:
@@ -80,6 +90,12 @@ class Sidecar:
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_logs = RequestLogReader(config, state_path_for(config.sidecar.recording_path), clock=clock)
         self.registry.register(SidecarCollector(self.status, self.extra_families))
+        # /metrics: rendered at most once per scrape cycle (or reload), and never older than the scrape
+        # interval of the config running at the time of the request (a reload may change it).
+        self._changes = 0  # reloads tried: each changes what the page shows (the state, or the reload status)
+        self.metrics_page = MetricsPage(self.gather_metrics, version=self.page_version,
+                                        max_age=lambda: self.config.sidecar.scrape_interval_seconds, clock=clock)
+        self.guard: ConnectionGuard | None = None  # the port's connection cap, once serving
         self.runner: web.AppRunner | None = None
         self.port: int | None = None
         self._stop = asyncio.Event()
@@ -239,6 +255,7 @@ class Sidecar:
         between scrape results, so status and scrapes always see one config."""
         now = self.clock()
         self._reload_attempt = now
+        self._changes += 1
         try:
             if self.loader is None:
                 raise ReloadRefused("no config file to reload from")
@@ -281,22 +298,55 @@ class Sidecar:
     def status(self, only: Collection[str] | None = None) -> StatusResponse:
         """The read model of every deployment, or of those named in `only` (a page of /api/v1/status)."""
         now = self.clock()
-        deps = []
         wanted = None if only is None else set(only)
-        for dep in self.config.deployments:
-            if wanted is not None and dep.name not in wanted:
-                continue
-            engine = self.observations.engines[dep.name]
-            targets = [self.observations.statuses[(dep.name, t.id)] for t in dep.targets]
+        read = self._deployment_reader(now)
+        deps = [read(dep) for dep in self.config.deployments if wanted is None or dep.name in wanted]
+        return StatusResponse(sidecar=self._sidecar_status(now), deployments=deps)
+
+    async def status_in_slices(self) -> StatusResponse:
+        """status(), read on the event loop a few ms at a time: each deployment between two scrape results
+        (never while one is applied), and a probe or a scrape result waits at most one slice. Read from
+        the config, observations and request logs current at its start (a reload meanwhile shows next time)."""
+        now = self.clock()
+        config, read = self.config, self._deployment_reader(now)
+        deps = []
+        mark = time.perf_counter()
+        for dep in config.deployments:
+            if time.perf_counter() - mark > STATUS_SLICE_SECONDS:
+                await asyncio.sleep(0)
+                mark = time.perf_counter()
+            deps.append(read(dep))
+        return StatusResponse(sidecar=self._sidecar_status(now), deployments=deps)
+
+    def _deployment_reader(self, now: float) -> Callable[[Deployment], DeploymentStatus]:
+        observations, request_logs = self.observations, self.request_logs
+
+        def read(dep: Deployment) -> DeploymentStatus:
+            engine = observations.engines[dep.name]
+            targets = [observations.statuses[(dep.name, t.id)] for t in dep.targets]
             st = deployment_status(dep, engine.state(now), targets)
-            if self.request_logs and dep.name in self.request_logs.summaries:
-                st.goodput = goodput_status(dep, self.request_logs.summaries[dep.name].values())
-            deps.append(st)
-        side = sidecar_status(self.started_at, now, self.config.sidecar.scrape_interval_seconds,
+            if request_logs and dep.name in request_logs.summaries:
+                st.goodput = goodput_status(dep, request_logs.summaries[dep.name].values())
+            return st
+        return read
+
+    def _sidecar_status(self, now: float) -> SidecarStatus:
+        return sidecar_status(self.started_at, now, self.config.sidecar.scrape_interval_seconds,
                               self.scraper.cycles, self.scraper.last_cycle_seconds, self.loops(),
                               recording=self.recording_status(), config=self.reload_status(),
                               degraded=self.degradations())
-        return StatusResponse(sidecar=side, deployments=deps)
+
+    def page_version(self) -> Hashable:
+        """What the /metrics page shows changes with each scrape cycle and each reload tried."""
+        return self._changes, self.scraper.cycles
+
+    async def gather_metrics(self) -> Families:
+        """The /metrics page's state, read on the event loop; what it returns builds the families from
+        that alone, in the render thread."""
+        status = await self.status_in_slices()
+        extra = list(self.extra_families(status))  # live state (telemetry, request logs): read here, on the loop
+        # Looked up at each render (not imported by name): tests count renders through it.
+        return lambda: chain(prometheus.families_from_status(status), extra)
 
     def loops(self) -> list[LoopStatus]:
         """Every loop's health (cheap: /healthz reads it on each probe)."""
@@ -313,6 +363,8 @@ class Sidecar:
             yield from telemetry_families(self.observations.readings_by_deployment())
         if self.request_logs:
             yield from self.request_logs.families(status)
+        if self.guard is not None:
+            yield from self.guard.families()
 
     def poll_request_logs(self, now: float) -> None:
         """Tail SGLang's per-request logs; a missing directory marks the target down."""
@@ -349,10 +401,14 @@ class Sidecar:
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:
         side = self.config.sidecar
-        app = build_app(self.registry, self.status, api_token=lambda: self.config.sidecar.api_bearer_token,
+        soft = open_files_limits()[0]
+        limit = side.max_connections or default_max_connections(soft, side.max_concurrent_scrapes)
+        self.guard = ConnectionGuard(limit, open_files=soft)
+        log.debug("at most %d connections to the sidecar's port (open-files limit %s)", limit, soft)
+        app = build_app(self.metrics_page, self.status, api_token=lambda: self.config.sidecar.api_bearer_token,
                         header_timeout=side.http_header_timeout_seconds, problems=self.problems,
                         degraded=self.degradations, reload=self.reload,
-                        deployment_names=lambda: [d.name for d in self.config.deployments])
+                        deployment_names=lambda: [d.name for d in self.config.deployments], guard=self.guard)
         self.runner, self.port = await start_server(app, host or side.listen_host,
                                                     side.listen_port if port is None else port)
         return self.port
@@ -387,6 +443,7 @@ class Sidecar:
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
+        self.metrics_page.close()
         if self.recording is not None:
             # The last scrapes since the previous tick (up to recording_interval_seconds) are kept too.
             if self.record(self.clock(), force=True):
@@ -438,6 +495,8 @@ async def serve(config: Config, *, host: str | None = None, port: int | None = N
     """Run until SIGINT/SIGTERM; SIGHUP (and POST /-/reload) reloads the config through `loader`."""
     say_off_edge_targets(config)
     keep_scrape_buffers()
+    # Before anything opens files: the port's connection cap is derived from what this leaves.
+    raise_open_files_limit(config.sidecar.open_files_limit)
     sidecar = Sidecar(config, recording_reset=recording_reset, loader=loader)
     bound = await sidecar.start_http(host, port)
     # What is loaded by now (modules, classes, config, restored windows) lives as long as the process:

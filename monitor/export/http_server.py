@@ -3,7 +3,10 @@
 The port faces whatever can reach it, so the server is hardened at its edges: a connection must
 deliver a complete request within `header_timeout` of opening (or of its previous response) or it
 is closed, so half-sent requests cannot hold connections forever; a malformed request is one log
-line at INFO, not an ERROR with a traceback; an Authorization header that is not UTF-8 is a 401.
+line at INFO, not an ERROR with a traceback; an Authorization header that is not UTF-8 is a 401. At most
+`max_connections` are open at once: the excess is shed at accept (monitor/export/connections.py), and
+what floods the port is logged once per interval, not per connection. /metrics is served from a page
+rendered at most once per scrape cycle off the event loop (monitor/export/render_cache.py).
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
 
+from monitor.export.connections import ConnectionGuard, ThrottledLog, accept_error_handler
+from monitor.export.render_cache import MetricsPage, accepts_gzip
 from monitor.export.status_query import QueryError, StatusSource, dump, parse_query, select
 from monitor.redaction import redact_str
 
@@ -45,9 +48,10 @@ class RequestDeadlines:
     """One timer per connection, from its opening until its first request reaches the app; later
     requests on a kept-alive connection are bounded by aiohttp's keep-alive timeout (set equal)."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, throttled: ThrottledLog | None = None) -> None:
         self.timeout = timeout
         self._timers: dict[asyncio.BaseTransport, asyncio.TimerHandle] = {}
+        self.throttled = throttled or ThrottledLog(log)
 
     def arm(self, transport: asyncio.BaseTransport) -> None:
         loop = asyncio.get_running_loop()
@@ -61,38 +65,53 @@ class RequestDeadlines:
     def _expire(self, transport: asyncio.BaseTransport) -> None:
         self._timers.pop(transport, None)
         peer = transport.get_extra_info("peername")
-        log.info("closed a connection from %s: no complete request within %gs", peer, self.timeout)
+        # Once per interval, not per connection: a flood of idle connections was ~7,000 lines a minute.
+        self.throttled.say("deadline", logging.INFO, "closed a connection from %s: no complete request within %gs",
+                           peer, self.timeout,
+                           summary="closed %d more connections that sent no complete request in time, in the last %gs")
         transport.close()
 
 
 class _Deadlined(asyncio.Protocol):
-    """aiohttp's protocol for one connection, with the connection's request deadline around it."""
+    """aiohttp's protocol for one connection, with the connection's request deadline around it; past the
+    connection cap, nothing: the connection is shed before aiohttp's protocol is even made."""
 
-    def __init__(self, inner: Any, deadlines: RequestDeadlines) -> None:
-        self._inner = inner
+    def __init__(self, make_inner: Callable[[], Any], deadlines: RequestDeadlines, guard: ConnectionGuard) -> None:
+        self._make_inner = make_inner
+        self._inner: Any = None
         self._deadlines = deadlines
+        self._guard = guard
         self._transport: asyncio.BaseTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not self._guard.admit(transport):
+            return
         self._transport = transport
+        self._inner = self._make_inner()
         self._deadlines.arm(transport)
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        self._inner.data_received(data)
+        if self._inner is not None:
+            self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
+        return self._inner.eof_received() if self._inner is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._inner is None:  # shed: never counted, nothing to tell aiohttp
+            return
+        self._guard.release()
         self._deadlines.disarm(self._transport)
         self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        self._inner.pause_writing()
+        if self._inner is not None:
+            self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self._inner.resume_writing()
+        if self._inner is not None:
+            self._inner.resume_writing()
 
 
 class _BadRequestLog(logging.LoggerAdapter):
@@ -120,9 +139,11 @@ class _BadRequestLog(logging.LoggerAdapter):
 class _Site(web.BaseSite):
     """A TCP site whose connections carry a request deadline (aiohttp's TCPSite has none)."""
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, deadlines: RequestDeadlines) -> None:
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, deadlines: RequestDeadlines,
+                 guard: ConnectionGuard) -> None:
         super().__init__(runner)
-        self._host, self._port, self._deadlines = host, port, deadlines
+        self._host, self._port, self._deadlines, self._guard = host, port, deadlines, guard
+        self._handler: Callable[..., None] | None = None
 
     @property
     def name(self) -> str:
@@ -132,8 +153,18 @@ class _Site(web.BaseSite):
         await super().start()
         server = self._runner.server
         assert server is not None
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: _Deadlined(server(), self._deadlines), self._host, self._port, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        # A failed accept (out of descriptors) was a traceback per attempt: counted and said once per interval.
+        self._handler = accept_error_handler(self._guard, loop)
+        loop.set_exception_handler(self._handler)
+        self._server = await loop.create_server(
+            lambda: _Deadlined(server, self._deadlines, self._guard), self._host, self._port, reuse_address=True)
+
+    async def stop(self) -> None:
+        await super().stop()
+        loop = asyncio.get_running_loop()
+        if self._handler is not None and loop.get_exception_handler() is self._handler:
+            loop.set_exception_handler(self._handler.previous)  # type: ignore[attr-defined]
 
     @property
     def port(self) -> int:
@@ -142,24 +173,29 @@ class _Site(web.BaseSite):
 
 
 DEADLINES = web.AppKey("request_deadlines", RequestDeadlines)
+GUARD = web.AppKey("connection_guard", ConnectionGuard)
+DEFAULT_MAX_CONNECTIONS = 1024
 
 
-def build_app(registry: CollectorRegistry, status: StatusSource, *,
+def build_app(metrics_page: MetricsPage, status: StatusSource, *,
               api_token: str | None | Callable[[], str | None] = None,
               header_timeout: float = HEADER_TIMEOUT_SECONDS,
               problems: Callable[[], list[str]] | None = None,
               degraded: Callable[[], list[str]] | None = None,
               reload: Callable[[], str | None] | None = None,
-              deployment_names: Callable[[], list[str]] | None = None) -> web.Application:
+              deployment_names: Callable[[], list[str]] | None = None,
+              guard: ConnectionGuard | None = None) -> web.Application:
     """`problems()` says what makes the sidecar unhealthy (e.g. a stuck loop): /healthz answers 503 with
     them, 200 when there are none. `degraded()` says what works less than it should while the SLO state
     is served (e.g. the recording cannot be written): 200 with status "degraded" and the reasons, so a
     liveness probe does not restart what a restart would not fix. `reload()` reloads the config for
     `POST /-/reload` (None when it worked, else why not); `api_token` may be a callable (read per request,
     so a reload can change it). `deployment_names()` lists the deployments in order, so that a page of
-    /api/v1/status builds only its own (without it they are read from a whole `status()`)."""
+    /api/v1/status builds only its own (without it they are read from a whole `status()`). `metrics_page`
+    serves /metrics; `guard` caps the port's connections (default: 1024) and logs its overload."""
     names = deployment_names or (lambda: [d.name for d in status().deployments])
-    deadlines = RequestDeadlines(header_timeout)
+    guard = guard or ConnectionGuard(DEFAULT_MAX_CONNECTIONS)
+    deadlines = RequestDeadlines(header_timeout, guard.throttled)
 
     @web.middleware
     async def request_arrived(request: web.Request, handler):  # type: ignore[no-untyped-def]
@@ -177,9 +213,12 @@ def build_app(registry: CollectorRegistry, status: StatusSource, *,
         return await handler(request)
 
     async def metrics(request: web.Request) -> web.Response:
-        encoder, ctype = choose_encoder(request.headers.get("Accept", ""))
-        body = encoder(registry)
-        return web.Response(body=body, headers={"Content-Type": ctype})
+        page = await metrics_page.get(request.headers.get("Accept", ""))
+        headers = {"Content-Type": page.content_type, "Vary": "Accept, Accept-Encoding"}
+        if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+            headers["Content-Encoding"] = "gzip"
+            return web.Response(body=page.gzipped, headers=headers)
+        return web.Response(body=page.body, headers=headers)
 
     async def healthz(request: web.Request) -> web.Response:
         found = problems() if problems is not None else []
@@ -207,6 +246,7 @@ def build_app(registry: CollectorRegistry, status: StatusSource, *,
 
     app = web.Application(middlewares=[request_arrived, auth])
     app[DEADLINES] = deadlines
+    app[GUARD] = guard
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/api/v1/status", api_status)
@@ -220,6 +260,6 @@ async def start_server(app: web.Application, host: str, port: int) -> tuple[web.
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=deadlines.timeout,
                            logger=_BadRequestLog(logging.getLogger("aiohttp.server"), {}))
     await runner.setup()
-    site = _Site(runner, host, port, deadlines)
+    site = _Site(runner, host, port, deadlines, app[GUARD])
     await site.start()
     return runner, site.port

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from bench import big, detection, emulator, fleet, growth, leading, parse_cpu, table
+from bench import big, detection, emulator, fleet, growth, leading, metrics_page, parse_cpu, table
 from bench.expositions import Exposition, fixture_text, replicate
 
 
@@ -90,3 +90,11 @@ def test_growth_benchmark_runs_tiny_and_renders():
     assert res["rec_bytes"] > 0 and res["day_rows_kept"] < res["full_rows_per_day"] and len(res["rss"]) == 1
     text = growth.render(res)
     assert "kB per deployment per minute" in text and "MB per deployment" in text
+
+
+def test_metrics_page_benchmark_runs_tiny_with_and_without_the_cache():
+    res = metrics_page.run(deployments=3, cycles=2, concurrency=(4,), rounds=1)
+    s = metrics_page.summary(res)
+    assert s["cached 4"]["renders"] == 1 and s["uncached 4"]["probes"] >= 1 and s["cached 4"]["probes"] >= 1
+    assert s["cached 4"]["bytes"] < s["uncached 4"]["bytes"]  # gzip on the wire
+    assert "ratio uncached / cached" in metrics_page.render(res) and len(metrics_page.goal_lines(res)) == 2
