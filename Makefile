@@ -19,7 +19,7 @@ SMG_STAMP := $(SMG_VENV)/.installed
 GO_BIN := $(VENV)/go-bin
 GO_STAMP := $(GO_BIN)/.built
 
-.PHONY: venv gateways go-tools demo test lint generate bench confusion clean
+.PHONY: venv gateways go-tools demo test lint generate bench confusion sloth-compare clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -66,6 +66,11 @@ bench: $(STAMP)
 # backfilled Prometheus and from the recording (tests/analyze/test_incident_lab.py fails when it drifts).
 confusion: $(STAMP)
 	$(BIN)/python -m tools.incident_lab
+
+# docs/sloth-comparison.md: our rules and the real Sloth's (from `generate --format sloth`) on one Prometheus 3 over an
+# emulated TPOT regression (tests/interop/test_sloth_peer.py fails when it drifts).
+sloth-compare: $(STAMP) go-tools
+	$(BIN)/python -m tools.sloth_compare
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -3,8 +3,11 @@
 service = deployment, one SLO per SLI (and the goodput SLO, over the sidecar's request-log counters, and the
 availability SLO, over the gateway's counters). The queries are the project's own per-window expressions
 (`monitor.promql`) with Sloth's `{{.window}}` in place of the window, so Sloth's
-`errorQuery / totalQuery` is exactly `1 - good / total` of our `slo_monitor:sli_error:ratio_rate<w>`.
+`error_query / total_query` is `1 - good / total` of our `slo_monitor:sli_error:ratio_rate<w>` (to float rounding:
+the real Sloth's rules and ours side by side are in docs/sloth-comparison.md, `make sloth-compare`).
 Sloth has no per-SLO period field: the file's header says which `--default-slo-period` to pass.
+The keys are the `prometheus/v1` spec's snake_case ones (`error_query`, `page_alert`): Sloth reads a camelCase key
+(the Kubernetes CRD's spelling) as absent.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ WINDOW = "{{.window}}"
 
 
 def queries(dep: Deployment, plan: Plan, window: str = WINDOW) -> tuple[str, str]:
-    """(errorQuery, totalQuery) over `window`: the generator's own sli_good/sli_total expressions."""
+    """(error_query, total_query) over `window`: the generator's own sli_good/sli_total expressions."""
     good, total = good_and_total(dep, plan, window)
     return f"({total})\n- ({good})", total
 
@@ -37,13 +40,13 @@ def slo_spec(dep: Deployment, plan: Plan) -> dict[str, Any]:
         "objective": round(plan.objective * 100, 6),
         "description": desc,
         "labels": {"sli": plan.sli},
-        "sli": {"events": {"errorQuery": error, "totalQuery": total}},
+        "sli": {"events": {"error_query": error, "total_query": total}},
         "alerting": {
             "name": f"SGLang{plan.title.replace(' ', '')}SLOBurn",
             "labels": {"deployment": dep.name, "sli": plan.sli},
             "annotations": {"summary": f"{dep.name}: {plan.long_name} SLO is burning its error budget"},
-            "pageAlert": {"labels": {"severity": "page"}},
-            "ticketAlert": {"labels": {"severity": "ticket"}},
+            "page_alert": {"labels": {"severity": "page"}},
+            "ticket_alert": {"labels": {"severity": "ticket"}},
         },
     }
 

@@ -117,7 +117,7 @@ def test_the_gateway_defaults_to_smg_1_13():
 def test_sloth_and_openslo_carry_the_availability_slo(small_config):
     spec = yaml.safe_load(render_sloth(small_config)["sloth/kimi-pd.yaml"])
     slo = next(s for s in spec["slos"] if s["name"] == "availability")
-    assert slo["objective"] == 99.9 and "backend_error" in slo["sli"]["events"]["errorQuery"]
+    assert slo["objective"] == 99.9 and "backend_error" in slo["sli"]["events"]["error_query"]
     docs = list(yaml.safe_load_all(render_openslo(small_config)["openslo/llama-unified.yaml"]))
     doc = next(d for d in docs if d["metadata"]["labels"]["sli"] == "availability")
     ratio = doc["spec"]["indicator"]["spec"]["ratioMetric"]

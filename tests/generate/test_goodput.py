@@ -65,5 +65,5 @@ def test_sloth_spec_has_the_goodput_slo_with_the_same_queries(small_config):
     spec = yaml.safe_load(render_sloth(small_config)["sloth/kimi-pd.yaml"])
     slo = next(s for s in spec["slos"] if s["name"] == "goodput")
     assert slo["objective"] == 95.0
-    assert "slo_monitor_goodput_requests_total" in slo["sli"]["events"]["errorQuery"]
-    assert "slo_monitor_request_log_finished_requests_total" in slo["sli"]["events"]["totalQuery"]
+    assert "slo_monitor_goodput_requests_total" in slo["sli"]["events"]["error_query"]
+    assert "slo_monitor_request_log_finished_requests_total" in slo["sli"]["events"]["total_query"]
