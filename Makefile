@@ -59,7 +59,7 @@ lint: $(STAMP)
 generate: $(STAMP)
 	$(BIN)/slo-monitor generate
 
-bench: $(STAMP)
+bench: $(STAMP) go-tools
 	$(BIN)/python -m bench --write-results
 
 # The analyzer's confusion table in docs/analysis.md: every incident kind injected in lockstep, analysed from a

@@ -27,9 +27,10 @@ NOTES = """## How to read this
   start and end of the run is above); the ratios are measured side by side in one run (the sidecar and
   Prometheus scraping the same served bytes at the same time, in-process contenders interleaved in
   rotating order) and move much less. Ranges are [min–max] of the windows (live) or the IQR (in-process).
-- Benchmark 1, live: the real `python -m monitor run` and Prometheus 2.42, CPU of each process tree (every
-  thread; the sidecar's parser workers would count too) per scrape the target server counted. Prometheus
-  must parse and store every sample; the sidecar skips the families it does not read (monitor/parse/
+- Benchmark 1, live: the real `python -m monitor run`, Prometheus 2.42 and Prometheus 3 scraping the same
+  served bytes at the same time (three processes sharing the 2 cores; both ratios come from the same
+  windows), CPU of each process tree (every thread; the sidecar's parser
+  workers would count too) per scrape the target server counted. Prometheus must parse and store every sample; the sidecar skips the families it does not read (monitor/parse/
   blocks.py) and checks the rest only for their family's name. In-process: the parts of a scrape.
 - Scaled expositions: the fixture's scheduler series (`tp_rank="0"`) repeated per (dp_rank, tp_rank),
   pids distinct, as SGLang serves them (bench/expositions.py); the emulator's is a tp = dp = 32
@@ -62,11 +63,14 @@ def machine() -> str:
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    try:
-        prom = subprocess.run([parse_cpu.PROMETHEUS, "--version"], capture_output=True, text=True, timeout=10)
-        prom_v = (prom.stdout or prom.stderr).splitlines()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        prom_v = "not installed"
+    proms = []
+    for build in parse_cpu.PROMETHEUS_BY_WHO.values():
+        try:
+            prom = subprocess.run([build.server, "--version"], capture_output=True, text=True, timeout=10)
+            proms.append(f"{(prom.stdout or prom.stderr).splitlines()[0]} ({build.server})")
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            proms.append(f"{build.server}: not installed ({build.install})")
+    prom_v = "\n- ".join(proms)
     from importlib.metadata import version
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         gz = parse_cpu.run_live(results, rounds=2 if q else 4, seconds=3 if q else 15,
                                 gzip_for=expos[1].name if len(expos) > 1 else None)
         goals += parse_cpu.goal_lines(results)
-        emit("1. CPU per scrape: sidecar vs Prometheus 2.42", parse_cpu.render(results, gz))
+        emit("1. CPU per scrape: sidecar vs Prometheus 2.42 and Prometheus 3", parse_cpu.render(results, gz))
     if "fleet" in args.only:
         kw = ({"sizes": (8, 16), "interval": 1.0, "cycles": 2, "sim_hours": 0.05, "dp_ranks": 4} if q
               else {"sizes": (100, 200, 400)})

@@ -1,10 +1,11 @@
-"""Benchmark 1: CPU per scrape of a large SGLang exposition: sidecar vs Prometheus 2.42 (and prometheus_client).
+"""Benchmark 1: CPU per scrape of a large SGLang exposition: sidecar vs Prometheus 2.42 and 3 (and prometheus_client).
 
 Live, the goal's measure (same served bytes, whole processes side by side): `bench.serve` serves the text,
-the real sidecar (`python -m monitor run`) and Prometheus 2.42 both scrape it every second at the same
-time; the CPU of each process tree (every thread, parser workers included; /proc/*/task/*/schedstat, ns)
-over a window, divided by the scrapes the server counted for each, is its CPU per scrape. `rounds`
-windows per exposition: medians with [min–max].
+the real sidecar (`python -m monitor run`), Prometheus 2.42 (Debian's) and Prometheus 3 (`make go-tools`)
+all three scrape it every second at the same time; the CPU of each process tree (every thread, parser
+workers included; /proc/*/task/*/schedstat, ns) over a window, divided by the scrapes the server counted
+for each, is its CPU per scrape. Both ratios (sidecar / 2.42, sidecar / 3) come from the same windows.
+`rounds` windows per exposition: medians with [min–max].
 
 gzip on loopback (the anchor exposition): a sidecar asking for gzip and one asking for the plain text
 scrape side by side (the server sends prometheus_client's level-9 gzip, compressed once, so the server's
@@ -39,8 +40,11 @@ from monitor.config import Deployment, Target
 from monitor.parse.exposition import full_scan, parse
 from monitor.parse.families import engine_wanted
 from monitor.slo.engine import DeploymentEngine
+from tests.components import PROMETHEUS_3, PROMETHEUS_242
 
-PROMETHEUS = "/usr/bin/prometheus"
+PROMETHEUS = PROMETHEUS_242.server
+# Who scrapes in the live part: `prom` is 2.42, `prom3` the current 3.x, `side` the sidecar.
+PROMETHEUS_BY_WHO = {"prom": PROMETHEUS_242, "prom3": PROMETHEUS_3}
 GOAL = {"single": 1.0, "large": 0.3}  # sidecar / Prometheus CPU per scrape (issue 16, goal 1)
 
 
@@ -140,7 +144,7 @@ def _command(tmp: Path, port: int, name: str, who: str) -> tuple[list[str], str]
     path = f"/{name}/{who}/metrics"
     if who.startswith("prom"):
         (tmp / f"{name}.{who}.yml").write_text(_prometheus_config(port, path))
-        return ([PROMETHEUS, f"--config.file={tmp / f'{name}.{who}.yml'}", f"--storage.tsdb.path={tmp / f'{name}.{who}.tsdb'}",
+        return ([PROMETHEUS_BY_WHO[who].server, f"--config.file={tmp / f'{name}.{who}.yml'}", f"--storage.tsdb.path={tmp / f'{name}.{who}.tsdb'}",
                  f"--web.listen-address={procs.HOST}:{listen}", "--log.level=warn"],
                 f"http://{procs.HOST}:{listen}/-/ready")
     (tmp / f"{name}.{who}.yml").write_text(_sidecar_config(port, path, who.endswith("-gz")))
@@ -148,9 +152,10 @@ def _command(tmp: Path, port: int, name: str, who: str) -> tuple[list[str], str]
             f"http://{procs.HOST}:{listen}/healthz")
 
 
-def side_by_side(tmp: Path, port: int, name: str, who: tuple[str, str], *, rounds: int, seconds: float,
+def side_by_side(tmp: Path, port: int, name: str, who: tuple[str, ...], *, rounds: int, seconds: float,
                  warmup: float) -> dict[str, list[float]]:
-    """Two scrapers of the same text at the same time; per window each one's CPU per scrape (s)."""
+    """Scrapers of the same text at the same time; per window each one's CPU per scrape (s), and for each
+    Prometheus (`prom*`) its scrape_duration p50 (`WHO_duration`) and samples per scrape (`WHO_samples`)."""
     import contextlib
 
     out: dict[str, list[float]] = {w: [] for w in who}
@@ -180,21 +185,26 @@ def side_by_side(tmp: Path, port: int, name: str, who: tuple[str, str], *, round
             for w in who:
                 n = c1.get(f"{name}/{w}", 0) - c0.get(f"{name}/{w}", 0)  # type: ignore[union-attr]
                 out[w].append((cpu1[w] - cpu0[w]) / 1e9 / max(n, 1))
-        if who[0].startswith("prom"):
-            prom_ready = started[who[0]][1]
-            prom_port = int(prom_ready.rsplit(":", 1)[1].split("/")[0])
+        for w in who:
+            if not w.startswith("prom"):
+                continue
+            prom_port = int(started[w][1].rsplit(":", 1)[1].split("/")[0])
             window = f"{max(int(seconds), 2)}s"
-            out["prometheus_duration"] = [_prom_query(prom_port, "quantile_over_time(0.5, "
-                                                      f'scrape_duration_seconds{{job="bench"}}[{window}])')]
-            out["prometheus_samples"] = [_prom_query(prom_port, 'scrape_samples_scraped{job="bench"}')]
+            out[f"{w}_duration"] = [_prom_query(prom_port, "quantile_over_time(0.5, "
+                                                f'scrape_duration_seconds{{job="bench"}}[{window}])')]
+            out[f"{w}_samples"] = [_prom_query(prom_port, 'scrape_samples_scraped{job="bench"}')]
     return out
 
 
 def run_live(results: list[Result], *, rounds: int, seconds: float, warmup: float = 3.0,
              gzip_for: str | None = None) -> dict[str, Any]:
-    """The live rows of every exposition; returns the gzip comparison for the exposition named `gzip_for`."""
-    if not Path(PROMETHEUS).exists():
-        return {}
+    """The live rows of every exposition; returns the gzip comparison for the exposition named `gzip_for`.
+
+    Both Prometheus builds must be installed: a report with one of them silently left out would read as
+    the whole comparison."""
+    for build in PROMETHEUS_BY_WHO.values():
+        if not Path(build.server).exists():
+            raise FileNotFoundError(f"{build.server} is missing ({build.install})")
     tmp = Path(tempfile.mkdtemp(prefix="bench-parse-"))
     gz: dict[str, Any] = {}
     try:
@@ -203,11 +213,16 @@ def run_live(results: list[Result], *, rounds: int, seconds: float, warmup: floa
         with procs.started(procs.python("-m", "bench.serve", str(tmp))) as server:
             port = procs.read_port(server)
             for i, res in enumerate(results):
-                got = side_by_side(tmp, port, f"e{i}", ("prom", "side"), rounds=rounds, seconds=seconds, warmup=warmup)
-                res.live = {"prometheus_cpu": got["prom"], "sidecar_cpu": got["side"],
+                # One run, the same bytes: both Prometheus builds and the sidecar scrape side by side.
+                got = side_by_side(tmp, port, f"e{i}", ("prom", "prom3", "side"), rounds=rounds, seconds=seconds,
+                                   warmup=warmup)
+                res.live = {"prometheus_cpu": got["prom"], "prometheus3_cpu": got["prom3"], "sidecar_cpu": got["side"],
                             "ratio": [s / p for s, p in zip(got["side"], got["prom"]) if p > 0],
-                            "prometheus_duration": got["prometheus_duration"],
-                            "prometheus_samples": got["prometheus_samples"]}
+                            "ratio3": [s / p for s, p in zip(got["side"], got["prom3"]) if p > 0],
+                            "prometheus_duration": got["prom_duration"],
+                            "prometheus3_duration": got["prom3_duration"],
+                            "prometheus_samples": got["prom_samples"],
+                            "prometheus3_samples": got["prom3_samples"]}
                 if res.expo.name == gzip_for:
                     gz = side_by_side(tmp, port, f"e{i}", ("side", "side-gz"), rounds=rounds, seconds=seconds,
                                       warmup=warmup)
@@ -229,17 +244,21 @@ def _range_ms(values: list[float]) -> str:
     return f"{ms(median(values))} [{ms(min(values))}–{ms(max(values))}]"
 
 
+def _ratio_range(rs: list[float]) -> str:
+    return f"{median(rs):.2f}x [{min(rs):.2f}–{max(rs):.2f}]" if rs else "–"
+
+
 def goal_lines(results: list[Result]) -> list[tuple[str, str, str, str]]:
-    """(goal, measured, target, verdict) per exposition measured live."""
+    """(goal, measured, target, verdict) per exposition measured live, against each Prometheus."""
     out = []
-    for r in results:
-        if not r.live.get("ratio"):
-            continue
-        rs = r.live["ratio"]
-        value = median(rs)
-        out.append((f"1. CPU per scrape vs Prometheus 2.42, {r.expo.name}",
-                    f"{value:.2f}x [{min(rs):.2f}–{max(rs):.2f}]", f"<= {r.goal:g}x",
-                    f"{'met' if value <= r.goal else 'MISSED'} ({value / r.goal:.2f} of the goal)"))
+    for key, against in (("ratio", "Prometheus 2.42"), ("ratio3", "Prometheus 3")):
+        for r in results:
+            rs = r.live.get(key)
+            if not rs:
+                continue
+            value = median(rs)
+            out.append((f"1. CPU per scrape vs {against}, {r.expo.name}", _ratio_range(rs), f"<= {r.goal:g}x",
+                        f"{'met' if value <= r.goal else 'MISSED'} ({value / r.goal:.2f} of the goal)"))
     return out
 
 
@@ -248,14 +267,18 @@ def render(results: list[Result], gz: dict[str, Any] | None = None) -> str:
     out = []
     if live:
         n = len(live[0].live["ratio"])
-        head = ["exposition", "samples", "MB", "sidecar CPU/scrape ms", "Prometheus CPU/scrape ms",
-                "sidecar / Prometheus", "goal", "Prometheus scrape_duration p50 ms", "Prometheus samples"]
+        head = ["exposition", "samples", "MB", "sidecar CPU/scrape ms", "Prometheus 2.42 CPU/scrape ms",
+                "Prometheus 3 CPU/scrape ms", "sidecar / 2.42", "sidecar / 3", "goal",
+                "scrape_duration p50 ms 2.42 / 3", "samples stored 2.42 / 3"]
         rows = [[r.expo.name, str(r.expo.samples), f"{r.expo.size_bytes / 1e6:.2f}",
                  _range_ms(r.live["sidecar_cpu"]), _range_ms(r.live["prometheus_cpu"]),
-                 f"{median(r.live['ratio']):.2f}x [{min(r.live['ratio']):.2f}–{max(r.live['ratio']):.2f}]",
-                 f"<= {r.goal:g}x", ms(r.live["prometheus_duration"][0]), f"{r.live['prometheus_samples'][0]:.0f}"]
+                 _range_ms(r.live["prometheus3_cpu"]), _ratio_range(r.live["ratio"]), _ratio_range(r.live["ratio3"]),
+                 f"<= {r.goal:g}x",
+                 f"{ms(r.live['prometheus_duration'][0])} / {ms(r.live['prometheus3_duration'][0])}",
+                 f"{r.live['prometheus_samples'][0]:.0f} / {r.live['prometheus3_samples'][0]:.0f}"]
                 for r in live]
-        out += [f"Live, whole processes, the same served bytes, both scraping every 1 s at the same time: median "
+        out += [f"Live, whole processes, the same served bytes, the sidecar, Prometheus 2.42 and Prometheus 3 all "
+                f"scraping every 1 s at the same time (one run, both ratios from the same windows): median "
                 f"[min–max] of {n} windows per exposition (CPU of the process tree over a window / scrapes the "
                 "server counted for it).", "", markdown(head, rows)]
     if gz and gz.get("side"):

@@ -8,6 +8,7 @@ import gc
 import logging
 import math
 import shutil
+import socket
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Hashable, Iterator
@@ -392,11 +393,15 @@ class Sidecar:
         settings = self.config.sidecar
         if not settings.otlp_endpoint:
             return None
+        # The receiver's `instance`: stable across restarts (so a restart continues the same series), and
+        # distinct per sidecar on a host (shards); OTEL_RESOURCE_ATTRIBUTES=service.instance.id=... wins.
+        instance = f"{socket.gethostname()}:{self.port if self.port is not None else settings.listen_port}"
         handle = start_otlp(self.status, settings.otlp_endpoint, settings.otlp_interval_seconds,
                             extra=lambda: self.extra_families(self.status()), loop=asyncio.get_running_loop(),
-                            timeout_seconds=min(DEFAULT_TIMEOUT_SECONDS, settings.otlp_interval_seconds))
-        log.info("exporting SLO series over OTLP/HTTP to %s every %gs", settings.otlp_endpoint,
-                 settings.otlp_interval_seconds)
+                            timeout_seconds=min(DEFAULT_TIMEOUT_SECONDS, settings.otlp_interval_seconds),
+                            instance_id=instance)
+        log.info("exporting SLO series over OTLP/HTTP to %s every %gs (service.instance.id %s unless "
+                 "OTEL_RESOURCE_ATTRIBUTES names one)", settings.otlp_endpoint, settings.otlp_interval_seconds, instance)
         return handle
 
     async def start_http(self, host: str | None = None, port: int | None = None) -> int:

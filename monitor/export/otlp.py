@@ -28,7 +28,7 @@ from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExp
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, OTELResourceDetector, Resource
 from prometheus_client.core import Metric
 
 from monitor import __version__
@@ -76,7 +76,7 @@ class OtlpHandle:
                  extra: Callable[[], Iterable[Metric]] | None = None,
                  loop: asyncio.AbstractEventLoop | None = None,
                  timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                 resource_attributes: dict[str, str] | None = None) -> None:
+                 resource_attributes: dict[str, str] | None = None, instance_id: str | None = None) -> None:
         if interval_seconds <= 0:
             raise ValueError(f"OTLP export interval must be > 0 seconds, got {interval_seconds}")
         self.endpoint = endpoint
@@ -91,8 +91,7 @@ class OtlpHandle:
         self._instruments: dict[str, Any] = {}
         self._closing = False
         self._closed = False
-        resource = Resource.create({"service.name": "slo-monitor", "service.version": __version__,
-                                    **(resource_attributes or {})})
+        resource = _resource(resource_attributes or {}, instance_id)
         exporter = OTLPMetricExporter(endpoint=endpoint, timeout=timeout_seconds)
         self._reader = _SnapshotReader(exporter, interval_seconds * 1000, timeout_seconds * 1000, self._refresh)
         self._provider = MeterProvider(resource=resource, metric_readers=[self._reader])
@@ -164,6 +163,20 @@ class OtlpHandle:
         await asyncio.get_running_loop().run_in_executor(None, self.shutdown)
 
 
+def _resource(attributes: dict[str, str], instance_id: str | None) -> Resource:
+    """The export's resource: `service.name` slo-monitor, OTEL_RESOURCE_ATTRIBUTES over it, `attributes` over both.
+
+    `instance_id` is the `service.instance.id` unless the environment or `attributes` give one. The SDK's
+    own default is a random UUID per process: a receiver that maps it to `instance` (Prometheus) then
+    starts new series at every restart while the old ones still answer queries for the lookback delta
+    (5 min), and a `sum by (deployment)` would count the sidecar twice."""
+    resource = Resource.create({"service.name": "slo-monitor", "service.version": __version__, **attributes})
+    given = SERVICE_INSTANCE_ID in attributes or SERVICE_INSTANCE_ID in OTELResourceDetector().detect().attributes
+    if instance_id and not given:
+        resource = resource.merge(Resource({SERVICE_INSTANCE_ID: instance_id}))
+    return resource
+
+
 def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
     try:
         return asyncio.get_running_loop() is loop
@@ -175,9 +188,11 @@ def start_otlp(status: Callable[[], StatusResponse], endpoint: str, interval_sec
                extra: Callable[[], Iterable[Metric]] | None = None,
                loop: asyncio.AbstractEventLoop | None = None,
                timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-               resource_attributes: dict[str, str] | None = None) -> OtlpHandle:
+               resource_attributes: dict[str, str] | None = None, instance_id: str | None = None) -> OtlpHandle:
     """Export `status()` (plus `extra()` families) to `endpoint` every `interval_seconds`.
 
-    `endpoint` is the full OTLP/HTTP metrics URL, e.g. http://127.0.0.1:4318/v1/metrics."""
+    `endpoint` is the full OTLP/HTTP metrics URL, e.g. http://127.0.0.1:4318/v1/metrics (Prometheus 3's
+    own receiver: http://PROMETHEUS:9090/api/v1/otlp/v1/metrics, docs/prometheus3.md). `instance_id` is the
+    default `service.instance.id` (see `_resource`)."""
     return OtlpHandle(status, endpoint, interval_seconds, extra=extra, loop=loop, timeout_seconds=timeout_seconds,
-                      resource_attributes=resource_attributes)
+                      resource_attributes=resource_attributes, instance_id=instance_id)

@@ -10,7 +10,8 @@ suffix (`_seconds` -> "s", `_ratio` -> "1", `_bytes` -> "By", ...). The OTLP -> 
 translator appends a suffix for the unit when the name lacks it, and for unit "1" it *moves* a
 `ratio` token to the end, so `..._good_ratio_lower_bound` with unit "1" would come back as
 `..._good_lower_bound_ratio`. Names without such a suffix (counts, flags, `_sum` of a summary,
-`_per_second` rates) get no unit.
+`_per_second` rates) get no unit. Prometheus 3's own OTLP receiver stores every name unchanged under
+each of its translation strategies (tests/export/test_otlp_prometheus3.py, docs/prometheus3.md).
 """
 
 from __future__ import annotations

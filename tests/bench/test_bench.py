@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-
 from bench import big, detection, emulator, fleet, growth, leading, metrics_page, parse_cpu, table
 from bench.expositions import Exposition, fixture_text, replicate
+from tests.components import PROMETHEUS_3, PROMETHEUS_242
 
 
 def test_replicate_repeats_scheduler_series_per_rank_with_distinct_labels():
@@ -27,15 +24,23 @@ def test_parse_benchmark_runs_in_process_and_renders():
     assert "prometheus_client" in text and "fixture" in text
 
 
-@pytest.mark.skipif(not shutil.which(parse_cpu.PROMETHEUS), reason="Prometheus not installed")
-def test_parse_benchmark_live_part_scrapes_with_prometheus_and_sidecar_and_compares_gzip():
-    results = parse_cpu.run_inprocess([Exposition("fixture", fixture_text(), "test")], repeats=1)
+def test_parse_benchmark_live_part_scrapes_with_both_prometheus_builds_and_sidecar_and_compares_gzip():
+    PROMETHEUS_242.require()
+    PROMETHEUS_3.require()
+    expo = Exposition("fixture", fixture_text(), "test")
+    results = parse_cpu.run_inprocess([expo], repeats=1)
     gz = parse_cpu.run_live(results, rounds=1, seconds=2.5, warmup=1.5, gzip_for="fixture")
-    assert {"prometheus_cpu", "sidecar_cpu", "ratio"} <= set(results[0].live)
+    live = results[0].live
+    assert {"prometheus_cpu", "prometheus3_cpu", "sidecar_cpu", "ratio", "ratio3"} <= set(live)
+    assert all(v > 0 for key in ("prometheus_cpu", "prometheus3_cpu", "sidecar_cpu") for v in live[key])
+    # Same bytes: both builds stored every sample of the text.
+    assert live["prometheus_samples"] == live["prometheus3_samples"] == [float(expo.samples)]
     assert gz["side"] and gz["side-gz"] and gz["server_gzip"][0] > 0
     text = parse_cpu.render(results, gz)
-    assert "Prometheus CPU/scrape" in text and "gzip on loopback" in text
-    assert parse_cpu.goal_lines(results)[0][0].startswith("1. CPU per scrape")
+    assert "Prometheus 2.42 CPU/scrape" in text and "Prometheus 3 CPU/scrape" in text and "sidecar / 3" in text
+    assert "gzip on loopback" in text
+    goals = [g[0] for g in parse_cpu.goal_lines(results)]
+    assert goals == ["1. CPU per scrape vs Prometheus 2.42, fixture", "1. CPU per scrape vs Prometheus 3, fixture"]
 
 
 def test_fleet_benchmark_runs_tiny():
