@@ -66,6 +66,31 @@ def good_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: st
     return f"{lo}\n+ {format_number(fraction)} * ({hi} - {lo})"
 
 
+def histogram_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
+                   neq: dict[str, str] | None = None, by: str = "deployment") -> str:
+    """A native histogram's (NHCB) per-second rate summed by `by`: one histogram holding every bucket, the
+    count and the sum (the series of one family share the deployment's bucket layout, so the sum adds)."""
+    return f"sum by ({by}) (rate({selector(family, eq, regex, neq)}[{window}]))"
+
+
+def nhcb_good_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str, target: float,
+                   neq: dict[str, str] | None = None) -> str:
+    """Good events per second from a native histogram with custom buckets: the share at or below `target`
+    times the count. For a target on a bucket edge histogram_fraction sums the buckets up to that edge
+    exactly (the edge's bucket is included whole, the next one not at all: what `_bucket{le}` counts); between
+    edges it interpolates linearly inside the bucket, from 0 in the first one, as the classic rules do.
+    The share is NaN without traffic: `> 0` drops it and `or` records 0 good events, as the classic rate does
+    (a NaN would poison the period's sum_over_time)."""
+    hist = histogram_rate(family, eq, regex, window, neq)
+    return (f"histogram_fraction(0, {format_number(target)}, {hist})\n* (histogram_count({hist}) > 0)\n"
+            f"or histogram_count({hist})")
+
+
+def nhcb_count_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
+                    neq: dict[str, str] | None = None) -> str:
+    return f"histogram_count({histogram_rate(family, eq, regex, window, neq)})"
+
+
 def error_ratio(good: str, total: str) -> str:
     # `total > 0` drops the series when there is no traffic: rate() of unchanged counters is 0,
     # 0/0 is NaN, and no-traffic must never page.
@@ -73,7 +98,10 @@ def error_ratio(good: str, total: str) -> str:
 
 
 def mean_latency(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
-                 neq: dict[str, str] | None = None) -> str:
+                 neq: dict[str, str] | None = None, nhcb: bool = False) -> str:
+    if nhcb:
+        hist = histogram_rate(family, eq, regex, window, neq)
+        return f"histogram_sum({hist})\n/ (histogram_count({hist}) > 0)"
     return (f"{sum_rate(family + '_sum', eq, regex, window, neq=neq)}\n/ "
             f"({sum_rate(family + '_count', eq, regex, window, neq=neq)} > 0)")
 

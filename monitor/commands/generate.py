@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from monitor.generate.build import generate
-from monitor.generate.options import Options, webhook_defaults
+from monitor.generate.options import HISTOGRAM_MODES, Options, webhook_defaults
 from monitor.generate.writer import check, write
 from monitor.interop.load import load_config
 
@@ -26,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(end-to-end tests; record names keep the nominal window)")
     p.add_argument("--approximate", action="store_true",
                    help="allow SLI targets that are not bucket edges (interpolated, marked in annotations)")
+    p.add_argument("--histograms", choices=HISTOGRAM_MODES, default="classic",
+                   help="classic (default): rules and dashboards read the _bucket/_sum/_count series; nhcb: "
+                        "Prometheus 3 converts SGLang's histograms at scrape time (convert_classic_histograms_to_nhcb, "
+                        "set in the generated scrape config) and rules/dashboards read the native histograms "
+                        "(histogram_fraction, histogram_count, histogram_sum)")
     page, ticket = webhook_defaults()
     p.add_argument("--page-webhook-url", default=page, help="Alertmanager page receiver (env SLO_MONITOR_PAGE_WEBHOOK_URL)")
     p.add_argument("--ticket-webhook-url", default=ticket,
@@ -41,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def options_from(args: argparse.Namespace) -> Options:
     return Options(time_scale=args.time_scale, approximate=args.approximate, page_webhook_url=args.page_webhook_url,
                    ticket_webhook_url=args.ticket_webhook_url, alertmanager=args.alertmanager,
-                   namespace=args.namespace, config_name=Path(args.config).as_posix())
+                   namespace=args.namespace, config_name=Path(args.config).as_posix(),
+                   histograms=args.histograms)
 
 
 def _interop(config, fmt: str) -> dict[str, str]:
@@ -57,6 +63,10 @@ def _interop(config, fmt: str) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     out = Path(args.out)
+    if args.format != "prometheus" and args.histograms != "classic":
+        print(f"slo-monitor generate: --histograms {args.histograms} applies to --format prometheus only "
+              "(OpenSLO and Sloth specs are written over the classic series)", file=sys.stderr)
+        return 2
     if args.format != "prometheus":
         # Interop specs are for other tools' repos: written where asked, not part of --check's tree.
         files = _interop(config, args.format)

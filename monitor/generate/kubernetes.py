@@ -59,6 +59,8 @@ def pod_monitor(opts: Options) -> str:
                     "selector": {"matchExpressions": [{"key": DEPLOYMENT_LABEL, "operator": "Exists"},
                                                       {"key": ROLE_LABEL, "operator": "Exists"}]},
                     "podMetricsEndpoints": endpoints}}
+    if opts.nhcb:  # spec-level fields of prometheus-operator's PodMonitor; why the text format: prometheus_config
+        doc["spec"].update({"convertClassicHistogramsToNHCB": True, "scrapeProtocols": ["PrometheusText0.0.4"]})
     return _header(opts) + yaml_text(doc)
 
 

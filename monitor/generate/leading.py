@@ -34,7 +34,7 @@ def leading_rules(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     eq = {"deployment": dep.name}
     window = opts.duration(names.TPOT_LEADING_WINDOW)
     itl = mean_latency(SLI_FAMILIES["itl"], eq, engine_selector(dep, SLI_ROLES["itl"]), window,
-                       engine_exclusions(dep, SLI_ROLES["itl"]))
+                       engine_exclusions(dep, SLI_ROLES["itl"]), opts.nhcb)
     ranks = engine_selector(dep, REQUEST_ROLES)
     running = per_rank_total(GAUGES["num_running_reqs"], eq, ranks)
     generated = per_rank_total(GAUGES["gen_throughput"], eq, ranks)

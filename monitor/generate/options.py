@@ -5,6 +5,11 @@ intervals and Alertmanager's group timers by N, so an end-to-end test can watch 
 fire within a minute or two. Record *names* keep their nominal window (`..:rate5m` is computed
 over `[5s]` at N=60) so tests and dashboards need not know N. Burn-rate factors are not
 scaled: they are ratios. Windows must stay >= 4 scrape intervals to hold enough samples.
+
+`histograms` says how Prometheus stores SGLang's (and its gateway's) latency histograms: `classic` (the
+`_bucket`/`_sum`/`_count` series) or `nhcb` (Prometheus 3 converting them at scrape time into native
+histograms with custom buckets, `convert_classic_histograms_to_nhcb`): rules, dashboards, scrape config and
+promtool tests all follow it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ DEFAULT_TICKET_WEBHOOK = "http://127.0.0.1:9095/ticket"
 ENV_PAGE_WEBHOOK = "SLO_MONITOR_PAGE_WEBHOOK_URL"
 ENV_TICKET_WEBHOOK = "SLO_MONITOR_TICKET_WEBHOOK_URL"
 BASE_SCRAPE_SECONDS = 15.0
+HISTOGRAM_MODES = ("classic", "nhcb")
 
 
 @dataclass(frozen=True)
@@ -30,10 +36,18 @@ class Options:
     alertmanager: str = "127.0.0.1:9093"
     namespace: str = "monitoring"
     config_name: str = "<config>"
+    histograms: str = "classic"
 
     def __post_init__(self) -> None:
         if not self.time_scale >= 1:
             raise ValueError(f"--time-scale must be >= 1, got {self.time_scale}")
+        if self.histograms not in HISTOGRAM_MODES:
+            raise ValueError(f"--histograms must be one of {', '.join(HISTOGRAM_MODES)}, got {self.histograms!r}")
+
+    @property
+    def nhcb(self) -> bool:
+        """Latency histograms are native histograms with custom buckets (no `_bucket/_sum/_count` series)."""
+        return self.histograms == "nhcb"
 
     def duration(self, window: str | float) -> str:
         """A window (`5m`, or seconds) divided by the time scale, as a Prometheus duration."""

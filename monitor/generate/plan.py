@@ -87,13 +87,16 @@ class SLIPlan:
         pct = format_number(round(self.objective * 100, 6))
         return (f"{pct}% of {SLI_UNIT[self.sli]} with {SLI_LONG[self.sli]} <= {format_number(self.target)}s")
 
-    def approximation_note(self) -> str:
+    def approximation_note(self, nhcb: bool = False) -> str:
         if not self.approximate:
             return ""
-        lo = "0" if self.lower == 0 else f'le="{format_le(self.lower)}"'
+        if nhcb:  # the same interpolation, done by histogram_fraction inside the native histogram's bucket
+            between = f"{format_number(self.lower)} and {format_number(self.upper)} by histogram_fraction"
+        else:
+            lo = "0" if self.lower == 0 else f'le="{format_le(self.lower)}"'
+            between = f"{lo} and le=\"{format_le(self.upper)}\""
         return (f"approximate: {format_number(self.target)}s is not a bucket edge of {self.family}; good events "
-                f"are interpolated linearly between {lo} and le=\"{format_le(self.upper)}\" "
-                f"(fix: {bucket_fix(self)})")
+                f"are interpolated linearly between {between} (fix: {bucket_fix(self)})")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,14 @@ METRIC_RELABEL = [
 ]
 
 
+# --histograms nhcb: SGLang's and its gateway's classic histograms become native histograms with custom
+# buckets at scrape time (Prometheus 3). The classic text format, because prometheus_client >= 0.23 asked
+# for OpenMetrics without `escaping=allow-utf-8` (a Prometheus with legacy name validation or underscore
+# escaping) writes `# TYPE sglang:x histogram` over `sglang_x_bucket` samples: the names differ, Prometheus
+# does not see a histogram and silently stores the classic series (measured on 3.16, docs/prometheus3.md).
+NHCB_SCRAPE = {"convert_classic_histograms_to_nhcb": True, "scrape_protocols": ["PrometheusText0.0.4"]}
+
+
 def job_name(target: Target) -> str:
     return f"sglang-{target.role}" if target.source == "sglang" else JOB_BY_SOURCE[str(target.source)]
 
@@ -101,6 +109,8 @@ def _job_yaml(name: str, job: dict[str, Any], opts: Options) -> str:
     if job["params"]:
         body["params"] = job["params"]
     if name.startswith("sglang-"):
+        if opts.nhcb:
+            body.update(NHCB_SCRAPE)
         body["metric_relabel_configs"] = METRIC_RELABEL
     body["static_configs"] = statics
     text = yaml_text([body])
@@ -123,6 +133,10 @@ def prometheus_yml(config: Config, opts: Options, rule_globs: list[str]) -> str:
               "# rules and dashboards select on those labels.\n"
               "# metric_relabel_configs restore `sglang:` names that prometheus_client >= 0.23 (and the router's\n"
               "# /engine_metrics) rewrite to `sglang_`, and SGLang's `le=\"1.0\"` spelling of integer bounds.\n")
+    if opts.nhcb:
+        header += ("# --histograms nhcb (Prometheus 3): the sglang-* jobs convert classic histograms into native\n"
+                   "# histograms with custom buckets (no _bucket/_sum/_count series are stored), over the classic text\n"
+                   "# format: prometheus_client's OpenMetrics answer can name a family differently from its samples.\n")
     sidecar = {"job_name": names.SIDECAR_JOB, "static_configs": [
         {"targets": [sidecar_address(config)], "labels": {"role": "sidecar"}}]}
     jobs = _jobs(config)

@@ -4,7 +4,9 @@ Inputs are synthetic counters at 2-minute steps with the labels the scrape confi
 (`deployment`, `role`). Error ratios are multiples of the budget chosen so exactly the intended
 window pairs cross their thresholds (20x: both pages; 10x: only 6h/30m; 4x: tickets only;
 0.1x: nothing). Expected annotations are rendered here from the same templates the rules use.
-Under --time-scale every interval and eval time is scaled with the rules.
+Under --time-scale every interval and eval time is scaled with the rules. Under --histograms nhcb the
+latency histograms are native histograms with custom buckets in promtool's `{{schema:-53 ...}}` notation
+(Prometheus 3's promtool; 2.42's cannot read it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from monitor.conventions import (
 from monitor.escaping import matchers
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
-from monitor.generate.plan import AvailabilityPlan, GoodputPlan, Plan, engine_selector, scraped_roles
+from monitor.generate.plan import (
+    AvailabilityPlan,
+    GoodputPlan,
+    Plan,
+    edges_for,
+    engine_selector,
+    scraped_roles,
+)
 from monitor.generate.rules import burn_alerts, burn_factor
 from monitor.generate.symptoms import PAGE_ROLES, global_groups, symptom_groups
 from monitor.promql import format_number, selector
@@ -87,7 +96,21 @@ def _availability_series(plan: AvailabilityPlan, error: float | None, steps: int
             _counter(errors, {**base, "endpoint": "generate", "error_type": "backend_error"}, bad - own, steps)]
 
 
-def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict[str, str]]:
+def nhcb_value(edges: tuple[float, ...], counts: dict[int, float], total_sum: float) -> str:
+    """A native histogram with custom buckets in promtool's series notation (schema -53): `counts` by bucket
+    index (len(edges) is the +Inf bucket), as Prometheus 3 stores a converted classic histogram."""
+    buckets = [counts.get(i, 0.0) for i in range(len(edges) + 1)]
+    return (f"{{{{schema:-53 sum:{format_number(total_sum)} count:{format_number(sum(buckets))} "
+            f"custom_values:[{' '.join(format_number(e) for e in edges)}] "
+            f"buckets:[{' '.join(format_number(b) for b in buckets)}]}}}}")
+
+
+def nhcb_counter(edges: tuple[float, ...], counts: dict[int, float], total_sum: float, steps: int) -> str:
+    """A histogram growing by the same observations every step, from empty (the native form of `0+NxS`)."""
+    return f"{nhcb_value(edges, {}, 0.0)}+{nhcb_value(edges, counts, total_sum)}x{steps}"
+
+
+def _series(plan: Plan, role: str, error: float | None, steps: int, nhcb: bool = False) -> list[dict[str, str]]:
     """Counters for one SLI; `error=None` means no traffic (flat counters)."""
     if isinstance(plan, AvailabilityPlan):
         return _availability_series(plan, error, steps)
@@ -98,6 +121,15 @@ def _series(plan: Plan, role: str, error: float | None, steps: int) -> list[dict
         base = {"deployment": plan.deployment, "job": names.SIDECAR_JOB, "role": "sidecar", "target": "decode-0-log"}
         return [{"series": selector(plan.total_metric, base), "values": f"0+{format_number(total)}x{steps}"},
                 {"series": selector(plan.good_metric, base), "values": f"0+{format_number(good)}x{steps}"}]
+    if nhcb:
+        # Good observations in the bucket ending at the target (or at the edge below it: the interpolation
+        # then adds nothing, as the classic case's equal neighbours), bad ones in the +Inf bucket.
+        good_bucket = plan.edges.index(plan.lower if plan.lower else plan.upper)
+        bad = total - good
+        counts = {good_bucket: good, len(plan.edges): bad}
+        total_sum = good * plan.edges[good_bucket] + bad * 2 * plan.edges[-1]
+        return [{"series": selector(plan.family, base),
+                 "values": nhcb_counter(plan.edges, counts, round(total_sum, 6), steps)}]
     les = [plan.le] if not plan.approximate else [format_le(e) for e in (plan.lower, plan.upper) if e]
     out = [{"series": selector(plan.family + "_count", base), "values": f"0+{format_number(total)}x{steps}"}]
     for le in les:  # interpolation neighbours get the same good count, so the interpolation is exact
@@ -123,7 +155,7 @@ def _case(dep: Deployment, plan: Plan, role: str, name: str, multiple: float | N
         return None
     at = opts.duration(eval_min * 60)
     case: dict[str, Any] = {"name": f"{dep.name} {plan.sli}: {name}", "interval": opts.duration(STEP),
-                            "input_series": _series(plan, role, error, eval_min // 2 + 3)}
+                            "input_series": _series(plan, role, error, eval_min // 2 + 3, opts.nhcb)}
     ids = {"deployment": dep.name, "sli": plan.sli}
     if error is None:
         total = selector(names.sli_total("5m"), ids)
@@ -177,7 +209,12 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
 
     def series(itl_seconds: float | None, thr_seconds: float | None) -> list[dict[str, str]]:
         out = []
-        if itl_seconds is not None:  # `tokens` per step, each taking itl_seconds
+        if itl_seconds is not None and opts.nhcb:  # the same tokens in the bucket holding itl_seconds
+            edges = edges_for(dep, "itl")
+            at = next(i for i, e in enumerate(edges + (float("inf"),)) if itl_seconds <= e)
+            out.append({"series": selector(SLI_FAMILIES["itl"], itl), "values": nhcb_counter(
+                edges, {at: float(tokens)}, round(tokens * itl_seconds, 9), steps)})
+        elif itl_seconds is not None:  # `tokens` per step, each taking itl_seconds
             out += [{"series": selector(SLI_FAMILIES["itl"] + "_count", itl), "values": f"0+{tokens}x{steps}"},
                     {"series": selector(SLI_FAMILIES["itl"] + "_sum", itl),
                      "values": f"0+{format_number(round(tokens * itl_seconds, 9))}x{steps}"}]

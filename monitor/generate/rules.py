@@ -3,6 +3,8 @@
 Per deployment and SLI (only SLIs with `<sli>_target_seconds`):
   slo_monitor:sli_good:rate<w>          sum by (deployment) rate of `_bucket{le="<target>"}`
   slo_monitor:sli_total:rate<w>         sum by (deployment) rate of `_count`
+  (--histograms nhcb: histogram_fraction(0, <target>, H) * histogram_count(H) and histogram_count(H), H the
+  summed rate of the native histogram with custom buckets Prometheus converted the classic one into)
   slo_monitor:sli_error:ratio_rate<w>   1 - good/total, absent when total == 0 (no traffic)
   slo_monitor:burn_rate:ratio_rate<w>   error ratio / (1 - objective)
 for w in RULE_WINDOWS (5m 30m 1h 2h 6h 1d 3d), computed from raw counters so every window is
@@ -43,6 +45,8 @@ from monitor.promql import (
     good_rate,
     matched_selector,
     mean_latency,
+    nhcb_count_rate,
+    nhcb_good_rate,
     selector,
     sum_rate,
     sum_rate_of,
@@ -76,7 +80,7 @@ def burn_factor(nominal: float, period_seconds: int) -> float:
     return round(nominal * period_seconds / PERIOD_30D, 6)
 
 
-def good_and_total(dep: Deployment, plan: Plan, w: str) -> tuple[str, str]:
+def good_and_total(dep: Deployment, plan: Plan, w: str, nhcb: bool = False) -> tuple[str, str]:
     """PromQL for good and total events per second over window `w` (also what the Sloth spec uses)."""
     eq = {"deployment": dep.name}
     if isinstance(plan, GoodputPlan):
@@ -89,6 +93,9 @@ def good_and_total(dep: Deployment, plan: Plan, w: str) -> tuple[str, str]:
         return good_from_bad(total, bad), total
     roles = SLI_ROLES[plan.sli]
     regex, neq = engine_selector(dep, roles), engine_exclusions(dep, roles)
+    if nhcb:  # histogram_fraction interpolates a non-edge target the way good_rate does below
+        return (nhcb_good_rate(plan.family, eq, regex, w, plan.target, neq),
+                nhcb_count_rate(plan.family, eq, regex, w, neq))
     if not plan.approximate:
         lower, upper = plan.le, None
     else:
@@ -103,7 +110,7 @@ def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str,
     ids = {"deployment": dep.name, "sli": plan.sli}
     rules = []
     for window in RULE_WINDOWS:
-        good, total = good_and_total(dep, plan, opts.duration(window))
+        good, total = good_and_total(dep, plan, opts.duration(window), opts.nhcb)
         rules.append(record(names.sli_good(window), good, labels))
         rules.append(record(names.sli_total(window), total, labels))
     for window in RULE_WINDOWS:
@@ -137,11 +144,12 @@ def meta_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str
 
 
 def latency_means(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
-    """Mean latency from `_sum/_count` for every family (dashboards, baseline-regression alerts)."""
+    """Mean latency from `_sum/_count` (NHCB: histogram_sum/histogram_count) for every family (dashboards,
+    baseline-regression alerts)."""
     eq = {"deployment": dep.name}
     return [record(names.latency_mean(window),
                    mean_latency(family, eq, engine_selector(dep, SLI_ROLES[sli]), opts.duration(window),
-                                engine_exclusions(dep, SLI_ROLES[sli])), {"sli": sli})
+                                engine_exclusions(dep, SLI_ROLES[sli]), opts.nhcb), {"sli": sli})
             for window in ("5m", "30m") for sli, family in SLI_FAMILIES.items()]
 
 
@@ -168,8 +176,10 @@ def burn_annotations(dep: Deployment, plan: Plan, severity: str, long_w: str, sh
     }
     if isinstance(plan, SLIPlan):
         ann["target_seconds"] = format_number(plan.target)
+        if opts.nhcb:
+            ann["sli_metric"] = f"histogram_fraction(0, {format_number(plan.target)}, {plan.family})"
         if plan.approximate:
-            ann["approximation"] = template_literal(plan.approximation_note())
+            ann["approximation"] = template_literal(plan.approximation_note(opts.nhcb))
     return ann
 
 

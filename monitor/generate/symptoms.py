@@ -26,6 +26,10 @@ from monitor.promql import format_number, per_rank_total, selector
 PAGE_ROLES = frozenset({*ENGINE_ROLES, "router"})
 
 
+def _mean_source(family: str, opts: Options) -> str:
+    return f"histogram_sum/histogram_count of {family}" if opts.nhcb else f"{family}_sum/_count"
+
+
 def _ann(summary: str, description: str, runbook: str) -> dict[str, str]:
     return {"summary": summary, "description": description, "runbook": runbook}
 
@@ -101,7 +105,7 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
             opts.duration("15m"), {**base, "deployment": dep.name, "sli": sli, "severity": "ticket"},
             _ann(f"{d}: mean {sli.upper()} {{{{ $value | printf \"%.4f\" }}}}s is over {format_number(REGRESSION_FACTOR)}x "
                  f"the recipe baseline {format_number(value)}s",
-                 f"Mean {sli.upper()} over {opts.duration('30m')} from {SLI_FAMILIES[sli]}_sum/_count exceeds "
+                 f"Mean {sli.upper()} over {opts.duration('30m')} from {_mean_source(SLI_FAMILIES[sli], opts)} exceeds "
                  f"{limit}s = {format_number(REGRESSION_FACTOR)} x baseline "
                  f"({template_literal(baseline.source or 'recipe')}).",
                  "Compare the launch flags and load with the recipe; look for retractions, low spec accept "

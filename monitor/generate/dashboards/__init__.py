@@ -12,7 +12,10 @@ BUILDERS = {
     "accelerators.json": accelerator.build,
     "slo-incident.json": incident.build,
 }
+HISTOGRAM_DASHBOARDS = frozenset({"slo-overview.json", "sglang-deployment.json", "slo-incident.json"})
 
 
-def dashboards(config: Config) -> dict[str, str]:
-    return {name: json_text(build(config)) for name, build in BUILDERS.items()}
+def dashboards(config: Config, nhcb: bool = False) -> dict[str, str]:
+    """`nhcb`: latency panels read native histograms with custom buckets (--histograms nhcb)."""
+    return {name: json_text(build(config, nhcb) if name in HISTOGRAM_DASHBOARDS else build(config))
+            for name, build in BUILDERS.items()}

@@ -32,6 +32,30 @@ ENGINE = f'{D},role=~"{"|".join(ENGINE_ROLES)}"'
 REQUESTS = f'{D},role=~"{"|".join(REQUEST_ROLES)}",{ENGINE_TYPE_LABEL}!="{PREFILL_ENGINE_TYPE}"'
 
 
+def quantile(q: float, family: str, matchers: str, by: str = "", nhcb: bool = False) -> str:
+    """histogram_quantile of a latency family over the dashboard's rate interval, summed (by `by`): the classic
+    `_bucket` series summed by le, or (--histograms nhcb) the native histogram with custom buckets itself;
+    both interpolate linearly inside a bucket."""
+    if nhcb:
+        grouping = f" by ({by})" if by else ""
+        return f"histogram_quantile({q}, sum{grouping} (rate({family}{{{matchers}}}[{RATE}])))"
+    le = f"{by}, le" if by else "le"
+    return f"histogram_quantile({q}, sum by ({le}) (rate({family}_bucket{{{matchers}}}[{RATE}])))"
+
+
+def mean(family: str, matchers: str, nhcb: bool = False) -> str:
+    if nhcb:
+        return f"histogram_avg(sum(rate({family}{{{matchers}}}[{RATE}])))"
+    return f"sum(rate({family}_sum{{{matchers}}}[{RATE}])) / sum(rate({family}_count{{{matchers}}}[{RATE}]))"
+
+
+def distribution(family: str, matchers: str, nhcb: bool = False) -> str:
+    """Per-bucket rates for a heatmap: classic buckets by le, or the native histogram (Grafana draws its buckets)."""
+    if nhcb:
+        return f"sum(rate({family}{{{matchers}}}[{RATE}]))"
+    return f"sum by (le) (rate({family}_bucket{{{matchers}}}[{RATE}]))"
+
+
 def datasource_var() -> Template:
     return Template(name="datasource", label="Data source", type="datasource", query="prometheus", default="Prometheus")
 
@@ -72,9 +96,9 @@ def stat(title: str, text: str, queries: list[tuple[str, str]], unit: str = "sho
                 thresholds=thresholds or [{"color": "green", "value": None}], mappings=mappings or [])
 
 
-def heatmap(title: str, text: str, expr: str) -> Heatmap:
+def heatmap(title: str, text: str, expr: str, legend: str = "{{le}}") -> Heatmap:
     return Heatmap(title=title, description=describe(text, [(expr, "")]), dataSource=DS, dataFormat="tsbuckets",
-                   targets=[target(expr, "{{le}}", fmt="heatmap")], hideZeroBuckets=True,
+                   targets=[target(expr, legend, fmt="heatmap")], hideZeroBuckets=True,
                    yBucketBound="upper")
 
 

@@ -27,7 +27,10 @@ from monitor.generate.dashboards.common import (
     REQUESTS,
     D,
     dashboard,
+    distribution,
     heatmap,
+    mean,
+    quantile,
     query_var,
     stat,
     timeseries,
@@ -42,24 +45,24 @@ def per_dp(metric: str) -> str:
     return f'sum by (role, dp_rank) (max by (role, instance, dp_rank) ({metric}{{{ENGINE},priority=""}}))'
 
 
-def latency_panels(sli: str) -> list[tuple[Any, int, int]]:
+def latency_panels(sli: str, nhcb: bool = False) -> list[tuple[Any, int, int]]:
     family, title = SLI_FAMILIES[sli], SLI_TITLES[sli]
-    buckets = f"sum by (le) (rate({family}_bucket{{{REQUESTS}}}[{RATE}]))"
-    queries = [(f"histogram_quantile({q}, {buckets})", f"p{round(q * 100):d}") for q in QUANTILES]
-    queries.append((f"sum(rate({family}_sum{{{REQUESTS}}}[{RATE}])) / sum(rate({family}_count{{{REQUESTS}}}[{RATE}]))",
-                    "mean"))
+    queries = [(quantile(q, family, REQUESTS, nhcb=nhcb), f"p{round(q * 100):d}") for q in QUANTILES]
+    queries.append((mean(family, REQUESTS, nhcb), "mean"))
     queries.append((f'{names.TARGET}{{{D},sli="{sli}"}}', "target"))
     target_style = [{"matcher": {"id": "byName", "options": "target"},
                      "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
                                     {"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}]}]
+    source = ("histogram_quantile over SGLang's histogram converted to a native histogram with custom buckets "
+              "(interpolated inside a bucket, display only), the mean from histogram_avg" if nhcb else
+              "histogram_quantile over SGLang's buckets summed by le (interpolated inside a bucket, display "
+              "only), the mean from _sum/_count")
     pct = timeseries(f"{title} percentiles vs target", f"{SLI_LONG[sli].capitalize()}: p50/p90/p99 from "
-                     "histogram_quantile over SGLang's buckets summed by le (interpolated inside a bucket, display "
-                     "only), the mean from _sum/_count, and the SLO target (red dashed).", queries, unit="s",
-                     overrides=target_style)
+                     f"{source}, and the SLO target (red dashed).", queries, unit="s", overrides=target_style)
     heat = heatmap(f"{title} distribution (target ${{{sli}_target}} s)",
                    f"Per-bucket rate of {family}; the title shows the SLO target of the selected deployment "
                    f"(from {names.TARGET}); buckets above it are bad events.",
-                   f"sum by (le) (rate({family}_bucket{{{REQUESTS}}}[{RATE}]))")
+                   distribution(family, REQUESTS, nhcb), "" if nhcb else "{{le}}")
     return [(pct, 12, 8), (heat, 12, 8)]
 
 
@@ -132,7 +135,7 @@ def load_panels() -> list[tuple[Any, int, int]]:
     ]
 
 
-def pd_panels() -> list[tuple[Any, int, int]]:
+def pd_panels(nhcb: bool = False) -> list[tuple[Any, int, int]]:
     g = GAUGES
     queues = [(per_dp(g[k]), f"{k.removeprefix('num_').removesuffix('_reqs')} {{{{role}}}} dp{{{{dp_rank}}}}")
               for k in ("num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs",
@@ -142,8 +145,7 @@ def pd_panels() -> list[tuple[Any, int, int]]:
                     queues), 12, 8),
         (timeseries("KV transfer latency and failures", "p99 KV transfer latency (ms) and failed "
                     "transfers/bootstraps per second.",
-                    [(f"histogram_quantile(0.99, sum by (le) (rate({KV_TRANSFER_LATENCY}_bucket{{{D}}}[{RATE}])))",
-                      "p99 transfer ms"),
+                    [(quantile(0.99, KV_TRANSFER_LATENCY, D, nhcb=nhcb), "p99 transfer ms"),
                      (f"sum(rate({COUNTERS['transfer_failed_total']}{{{D}}}[{RATE}]))", "transfer failed/s"),
                      (f"sum(rate({COUNTERS['bootstrap_failed_total']}{{{D}}}[{RATE}]))", "bootstrap failed/s")]),
          12, 8),
@@ -177,13 +179,14 @@ def goodput_panels() -> list[tuple[Any, int, int]]:
     ]
 
 
-def build(config: Config) -> dict[str, Any]:
+def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     rows = [("SLO", slo_panels())]
-    rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})", latency_panels(sli) + (leading_panel() if sli == "tpot" else []))
+    rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})",
+              latency_panels(sli, nhcb) + (leading_panel() if sli == "tpot" else []))
              for sli in ("ttft", "tpot", "itl", "e2e")]
     rows += [("Goodput (request log)", goodput_panels())]
-    rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels()),
-             ("Gateway (smg 1.13, sglang-router 0.3.2)", gateway_panels())]
+    rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels(nhcb)),
+             ("Gateway (smg 1.13, sglang-router 0.3.2)", gateway_panels(nhcb))]
     variables = [query_var("deployment", "Deployment", f"label_values({names.OBJECTIVE}, deployment)")]
     # Hidden variables carrying each SLI's target, shown in the heatmap titles.
     variables += [query_var(f"{sli}_target", f"{sli} target",

@@ -49,9 +49,12 @@ def _rate(sel: str, by: str) -> str:
     return f"sum by ({by}) (rate({sel}[{RATE}]))"
 
 
-def _quantiles(family: str, legend: str) -> list[tuple[str, str]]:
-    return [(f"histogram_quantile({q}, sum by (le) (rate({_sel(family + '_bucket')}[{RATE}])))",
-             f"{legend} p{round(q * 100):d}") for q in (0.5, 0.99)]
+def _quantiles(family: str, legend: str, nhcb: bool = False) -> list[tuple[str, str]]:
+    # The gateway's jobs convert to native histograms too under --histograms nhcb (prometheus_config).
+    series = _sel(family) if nhcb else _sel(family + "_bucket")
+    by = "" if nhcb else " by (le)"
+    return [(f"histogram_quantile({q}, sum{by} (rate({series}[{RATE}])))", f"{legend} p{round(q * 100):d}")
+            for q in (0.5, 0.99)]
 
 
 def traffic_panels() -> list[tuple[Any, int, int]]:
@@ -80,19 +83,19 @@ def traffic_panels() -> list[tuple[Any, int, int]]:
     ]
 
 
-def latency_panels() -> list[tuple[Any, int, int]]:
+def latency_panels(nhcb: bool = False) -> list[tuple[Any, int, int]]:
     return [
         (timeseries("Gateway time to response headers", "p50/p99 of smg_router_request_duration_seconds: the time "
                     "until the gateway sent the client the response head. Not TTFT and, for streams, not the "
                     "request's end (measured: 0.30 s for a stream whose first token came at 1.81 s and which ended "
                     "at 3.04 s); in PD mode it includes waiting for the prefill leg. Only successful routes are "
-                    "observed.", _quantiles(SMG_ROUTER_DURATION, "headers"), unit="s"), 12, 8),
+                    "observed.", _quantiles(SMG_ROUTER_DURATION, "headers", nhcb), unit="s"), 12, 8),
         (timeseries("PD phases at the gateway: prefill leg and decode response head", "p50/p99 of "
                     "smg_pd_prefill_duration_seconds (prefill dispatch to the end of the prefill response) and of "
                     "smg_pd_ttft_seconds, which on the HTTP router is the time to the decode worker's response "
                     "head, not to the first token: about 0 for a streamed SGLang request (0.001 s measured for a "
                     "first token at 2.0 s). SGLang's sglang:time_to_first_token_seconds stays the TTFT source."
-                    + ONLY_1_13, [*_quantiles(SMG_PD_PREFILL, "prefill leg"), *_quantiles(SMG_PD_HEAD, "decode head")],
+                    + ONLY_1_13, [*_quantiles(SMG_PD_PREFILL, "prefill leg", nhcb), *_quantiles(SMG_PD_HEAD, "decode head", nhcb)],
                     unit="s"), 12, 8),
     ]
 
@@ -122,5 +125,5 @@ def worker_panels() -> list[tuple[Any, int, int]]:
     ]
 
 
-def gateway_panels() -> list[tuple[Any, int, int]]:
-    return [*traffic_panels(), *latency_panels(), *worker_panels()]
+def gateway_panels(nhcb: bool = False) -> list[tuple[Any, int, int]]:
+    return [*traffic_panels(), *latency_panels(nhcb), *worker_panels()]

@@ -7,18 +7,27 @@ from typing import Any
 from monitor import conventions as names
 from monitor.config import Config
 from monitor.conventions import COUNTERS, GAUGES, M_ACCEL_TEMPERATURE, M_ACCEL_UTILIZATION, SLI_FAMILIES
-from monitor.generate.dashboards.common import DS, ENGINE, RATE, REQUESTS, D, dashboard, query_var, timeseries
+from monitor.generate.dashboards.common import (
+    DS,
+    ENGINE,
+    RATE,
+    REQUESTS,
+    D,
+    dashboard,
+    quantile,
+    query_var,
+    timeseries,
+)
 
 
-def build(config: Config) -> dict[str, Any]:
+def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     breach = timeseries("Burn rate 5m / 1h (breach windows shaded by alerts)", "Short and long burn rates; a "
                         f"page needs both above {names.PAGE_BURN_RATE:g} (or 6h and 30m above "
                         f"{names.PAGE_BURN_RATE_SLOW:g}).",
                         [(f"{names.burn_rate('5m')}{{{D}}}", "5m {{sli}}"),
                          (f"{names.burn_rate('1h')}{{{D}}}", "1h {{sli}}")],
                         thresholds=[{"color": "green", "value": None}, {"color": "red", "value": names.PAGE_BURN_RATE}])
-    p99 = [(f"histogram_quantile(0.99, sum by (le) (rate({SLI_FAMILIES[s]}_bucket{{{REQUESTS}}}[{RATE}])))",
-            f"p99 {s}") for s in ("ttft", "tpot")]
+    p99 = [(quantile(0.99, SLI_FAMILIES[s], REQUESTS, nhcb=nhcb), f"p99 {s}") for s in ("ttft", "tpot")]
     comoving = [
         (timeseries("TTFT / TPOT p99", "p99 latency (display only) with the targets.",
                     [*p99, (f"{names.TARGET}{{{D}}}", "target {{sli}}")], unit="s"), 12, 7),

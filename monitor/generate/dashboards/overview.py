@@ -7,24 +7,24 @@ from typing import Any
 from monitor import conventions as names
 from monitor.config import Config
 from monitor.conventions import SLI_FAMILIES
-from monitor.generate.dashboards.common import RATE, dashboard, query_var, stat, timeseries
+from monitor.generate.dashboards.common import dashboard, quantile, query_var, stat, timeseries
 
 SEL = 'deployment=~"$deployment"'
 
 
-def quantile_vs_target(sli: str, title: str) -> Any:
+def quantile_vs_target(sli: str, title: str, nhcb: bool = False) -> Any:
     family = SLI_FAMILIES[sli]
+    over = "the native histogram with custom buckets" if nhcb else "SGLang buckets summed by le"
     return timeseries(
-        f"{title} p99 vs target", f"p99 {title} per deployment (histogram_quantile over SGLang buckets summed by le; "
+        f"{title} p99 vs target", f"p99 {title} per deployment (histogram_quantile over {over}; "
         "display only, the SLO uses the bucket ratio) and each deployment's target (dashed).",
-        [(f"histogram_quantile(0.99, sum by (deployment, le) (rate({family}_bucket{{{SEL}}}[{RATE}])))",
-          "p99 {{deployment}}"),
+        [(quantile(0.99, family, SEL, by="deployment", nhcb=nhcb), "p99 {{deployment}}"),
          (f'{names.TARGET}{{{SEL},sli="{sli}"}}', "target {{deployment}}")],
         unit="s", overrides=[{"matcher": {"id": "byRegexp", "options": "target .*"},
                               "properties": [{"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}]}])
 
 
-def build(config: Config) -> dict[str, Any]:
+def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     status = stat(
         "SLO status (period)", "1 = the SLI over the SLO period meets its objective, 0 = breached; one value per "
         "deployment and SLI.",
@@ -55,8 +55,8 @@ def build(config: Config) -> dict[str, Any]:
     rows = [
         ("SLO status", [(status, 8, 6), (budget, 8, 6), (burn, 8, 6)]),
         ("Burn and budget", [(burn_ts, 12, 8), (budget_ts, 12, 8), (alerts, 24, 6)]),
-        ("Latency against target", [(quantile_vs_target("tpot", "TPOT"), 12, 8),
-                                    (quantile_vs_target("ttft", "TTFT"), 12, 8)]),
+        ("Latency against target", [(quantile_vs_target("tpot", "TPOT", nhcb), 12, 8),
+                                    (quantile_vs_target("ttft", "TTFT", nhcb), 12, 8)]),
     ]
     variables = [query_var("deployment", "Deployment", f"label_values({names.OBJECTIVE}, deployment)", multi=True)]
     return dashboard("SGLang SLO overview", "slo-monitor-overview",
