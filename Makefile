@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # SGLang's own bench_serving, as shipped in the sglang 0.5.23 wheel, installed without its runtime
 # dependencies (torch, CUDA) into a directory of its own; monitor/emulate/bench_serving.py runs it.
 SGLANG_WHEEL_DIR := $(VENV)/sglang-0.5.23
+# An older prometheus_client, as an SGLang host may have it, for the test of what Prometheus stores
+# (tests/generate/test_stored_names.py); the project itself runs on the current one.
+OLD_CLIENT_DIR := $(VENV)/prometheus-client-0.25.0
 # The gateways live in their own venvs under the project's venv: smg 1.13 installs a `smg` binary that
 # clashes with sglang-router 0.3.2's (installed by the dev extra into .venv itself).
 # monitor/emulate/router.py finds them at $(VENV)/gateways/<name>-<version>/bin.
@@ -26,6 +29,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps --upgrade --target $(SGLANG_WHEEL_DIR) sglang==0.5.23
+	$(BIN)/pip install -q --no-deps --upgrade --target $(OLD_CLIENT_DIR) prometheus-client==0.25.0
 	touch $(STAMP)
 
 venv: $(STAMP)

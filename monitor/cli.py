@@ -58,3 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"slo-monitor: error: {redact_str(str(err))}", file=sys.stderr)
             return 2
         raise
+
+
+if __name__ == "__main__":  # `python -m monitor.cli` as well as `python -m monitor`
+    raise SystemExit(main())

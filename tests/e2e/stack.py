@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from monitor.config import Config, parse_config
 from monitor.conventions import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
 from monitor.emulate import Emulator, find_free_base_port, plan
 from monitor.emulate.router import RouterProcess, find_gateway, gateway_argv, launch_router
+from tests.components import ALERTMANAGER_DEBIAN, PROMETHEUS_242, Build
 from tests.conftest import free_port
 from tests.procs import answers, stop
 from tools.gateway_capture.capture import MODEL, Client, generate, worker_metrics
@@ -242,10 +242,11 @@ def _spawn(stack: Stack, name: str, argv: list[str]) -> None:
     stack.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=stack.tmp)
 
 
-def start_stack(tmp: Path) -> Stack:
-    for tool in ("prometheus", "prometheus-alertmanager"):
-        if not shutil.which(tool):
-            raise RuntimeError(f"{tool} is not installed (apt-get install prometheus prometheus-alertmanager)")
+def start_stack(tmp: Path, prometheus: Build = PROMETHEUS_242, alertmanager: Build = ALERTMANAGER_DEBIAN) -> Stack:
+    """The whole paging path on one Prometheus build and one Alertmanager build (tests/components.py)."""
+    for build in (prometheus, alertmanager):
+        if not Path(build.server).exists():
+            raise RuntimeError(f"{build.server} is missing ({build.install})")
     gateways = {name: find_gateway(name) for name in {*GATEWAYS.values(), GATEWAY_SMG}}  # says what is missing
     base_cfg = parse_config(BASE_CONFIG)
     base_port = find_free_base_port(plan(base_cfg, 0).port_count)
@@ -284,11 +285,11 @@ def start_stack(tmp: Path) -> Stack:
                         "--alertmanager", f"127.0.0.1:{am_port}"], check=True, capture_output=True)
         _spawn(stack, "sidecar", [sys.executable, "-m", "monitor", "run", "-c", str(cfg_path)])
         _spawn(stack, "alertmanager", [
-            "prometheus-alertmanager", f"--config.file={gen / 'alerts' / 'alertmanager.yml'}",
+            alertmanager.server, f"--config.file={gen / 'alerts' / 'alertmanager.yml'}",
             f"--storage.path={tmp / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
             "--cluster.listen-address="])
         _spawn(stack, "prometheus", [
-            "prometheus", f"--config.file={gen / 'alerts' / 'prometheus.yml'}",
+            prometheus.server, f"--config.file={gen / 'alerts' / 'prometheus.yml'}",
             f"--storage.tsdb.path={tmp / 'prom-data'}", f"--web.listen-address=127.0.0.1:{prom_port}"])
         stack.sidecar_url = f"http://127.0.0.1:{side_port}"
         stack.prometheus_url = f"http://127.0.0.1:{prom_port}"

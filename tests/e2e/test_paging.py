@@ -1,6 +1,7 @@
-"""Paging end to end against real Prometheus 2.42, Alertmanager 0.25, smg 1.13 and sglang-router 0.3.2.
+"""Paging end to end against real Prometheus, Alertmanager, smg 1.13 and sglang-router 0.3.2.
 
-The tests run in file order on one stack (module fixture), each leaving it healthy for the next.
+The tests run in file order on one stack (module fixture), each leaving it healthy for the next, once on
+Debian's Prometheus 2.42 + Alertmanager 0.25 and once on Prometheus 3.x + Alertmanager 0.35 (`make go-tools`).
 Rules are generated with --time-scale 60, so the 1h/5m page pair is 60 s/5 s.
 """
 
@@ -12,28 +13,35 @@ from pathlib import Path
 
 import pytest
 
+from tests.components import ALERTMANAGER_035, ALERTMANAGER_DEBIAN, PROMETHEUS_3, PROMETHEUS_242
 from tests.e2e.conftest import FAILED
 from tests.e2e.stack import AVAILABILITY, GATEWAYS, TIME_SCALE, Stack, start_stack, wait_until
 
 pytestmark = pytest.mark.e2e
-LATENCIES: dict[str, float] = {}
+LATENCIES: dict[str, float] = {}  # this build's; reset per stack
 INCIDENTS: dict[str, tuple[float, float]] = {}  # name -> (injected, cleared), for the analysis test
+# Two stacks, not four: each Prometheus build pages through the Alertmanager of its generation.
+BUILDS = [(PROMETHEUS_242, ALERTMANAGER_DEBIAN), (PROMETHEUS_3, ALERTMANAGER_035)]
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Stack:
+@pytest.fixture(scope="module", params=BUILDS, ids=lambda b: f"{b[0].name}+{b[1].name}")
+def stack(request, tmp_path_factory) -> Stack:
+    prometheus, alertmanager = (b.require() for b in request.param)
+    LATENCIES.clear()
+    INCIDENTS.clear()
     try:
-        s = start_stack(tmp_path_factory.mktemp("stack"))
+        s = start_stack(tmp_path_factory.mktemp("stack"), prometheus, alertmanager)
     except RuntimeError as err:
         pytest.fail(f"the paging stack did not start: {err}")
     try:
         yield s
     finally:
         s.close()
-        out = Path(__file__).resolve().parents[2] / "var" / "e2e-paging.json"
+        out = Path(__file__).resolve().parents[2] / "var" / f"e2e-paging-{prometheus.name}.json"
         out.parent.mkdir(exist_ok=True)
-        out.write_text(json.dumps({"time_scale": TIME_SCALE, "breach_to_page_seconds": LATENCIES}, indent=1))
-        print(f"\nbreach-to-page latency (time scale {TIME_SCALE}): {LATENCIES}")
+        out.write_text(json.dumps({"time_scale": TIME_SCALE, "prometheus": prometheus.name,
+                                   "alertmanager": alertmanager.name, "breach_to_page_seconds": LATENCIES}, indent=1))
+        print(f"\nbreach-to-page latency on {prometheus.name} (time scale {TIME_SCALE}): {LATENCIES}")
 
 
 @pytest.fixture(autouse=True)

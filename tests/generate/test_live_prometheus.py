@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -21,6 +19,7 @@ from monitor.generate.writer import write
 from tests.components import Build
 from tests.conftest import free_port
 from tests.generate.conftest import FIXTURES
+from tests.generate.metrics_server import ThreadedMetricsServer
 from tests.procs import running
 
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -37,34 +36,14 @@ def growing_exposition(text: str, factor: float) -> str:
     return "\n".join(out) + "\n"
 
 
-class FixtureServer:
+class FixtureServer(ThreadedMetricsServer):
     def __init__(self, text: str) -> None:
-        self.text, self.port, self.hits = text, free_port(), 0
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.runner: web.AppRunner | None = None
+        super().__init__()
+        self.text, self.hits = text, 0
 
     async def _metrics(self, request: web.Request) -> web.Response:
         self.hits += 1
         return web.Response(body=growing_exposition(self.text, 1 + self.hits).encode(), headers={"Content-Type": OM_TYPE})
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-    def __enter__(self) -> FixtureServer:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.runner:
-            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def api(port: int, path: str, **params: str) -> dict:

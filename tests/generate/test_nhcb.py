@@ -14,13 +14,11 @@ format (docs/prometheus3.md#native-histograms-with-custom-buckets-nhcb).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -44,6 +42,7 @@ from monitor.promql import metric_names
 from tests.components import PROMETHEUS_3
 from tests.conftest import free_port
 from tests.generate.conftest import run_tool
+from tests.generate.metrics_server import ThreadedMetricsServer
 from tests.procs import running
 
 TICK = 0.25  # seconds between two identical batches of requests
@@ -61,7 +60,7 @@ LOAD: dict[str, list[tuple[float, int]]] = {
 TARGETS = {"ttft": 2.0, "tpot": 0.04, "e2e": 8.0, "itl": 0.05}
 
 
-class SteadyServer:
+class SteadyServer(ThreadedMetricsServer):
     """SGLang's four latency histograms in a prometheus_client registry, answering in the format the scrape
     asks for (OpenMetrics with `sglang_` sample names under `sglang:` TYPE lines, as prometheus_client >= 0.23
     writes them; the classic text with `sglang:` names)."""
@@ -70,10 +69,7 @@ class SteadyServer:
         self.registry = CollectorRegistry()
         self.hists = {sli: Histogram(SLI_FAMILIES[sli], "latency", ["model_name"], registry=self.registry,
                                      buckets=DEFAULT_BUCKETS[sli]).labels("kimi") for sli in LOAD}
-        self.port = free_port()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.runner: web.AppRunner | None = None
+        super().__init__()
         self._batches(PRELOAD)
         self.applied, self.start = PRELOAD, time.monotonic()
 
@@ -91,24 +87,6 @@ class SteadyServer:
         self.applied = due
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         return web.Response(body=encoder(self.registry), headers={"Content-Type": content_type})
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-    def __enter__(self) -> SteadyServer:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.runner:
-            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def api(port: int, path: str, **params: str) -> dict[str, Any]:
