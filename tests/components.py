@@ -5,6 +5,7 @@ A build that is missing fails the test that needs it, naming the command that in
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,3 +44,11 @@ ALERTMANAGER_035 = Build("alertmanager-0.35", 0, str(GO_BIN / "alertmanager"), s
                          "make go-tools")
 ALERTMANAGER_BUILDS = (ALERTMANAGER_DEBIAN, ALERTMANAGER_035)
 SLOTH = GO_BIN / "sloth"
+
+
+def assert_promtool_clean(text: str) -> None:
+    """`promtool check metrics` of every Prometheus build passes the exposition (lint included)."""
+    for build in PROMETHEUS_BUILDS:
+        build.require()
+        res = subprocess.run([build.tool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, (build.name, res.stdout + res.stderr)

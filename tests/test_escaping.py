@@ -12,7 +12,7 @@ from monitor.escaping import (
     template_literal,
     yaml_text,
 )
-from tests.generate.conftest import PROMTOOL, need, run_tool
+from tests.generate.conftest import run_tool
 
 NASTY = ['plain', 'with "quotes"', "back\\slash", "new\nline", "tab\there", "ünïcødé — 模型", "{{ $value }}",
          "line\u2028sep", "bell\a"]
@@ -48,13 +48,12 @@ def test_yaml_round_trips_awkward_values(value):
     assert yaml.safe_load(yaml_text({"k": value}))["k"] == value
 
 
-def test_every_escaped_value_parses_in_promql(tmp_path):
-    need(PROMTOOL)
+def test_every_escaped_value_parses_in_promql(tmp_path, prometheus_build):
     rules = [{"record": f"test:escaped:{i}", "expr": f"up{{deployment={promql_string(v)}}} or "
               f"up{{deployment=~{promql_regex_literal([v])}}}"} for i, v in enumerate(NASTY)]
     path = tmp_path / "escaped.yml"
     path.write_text(yaml_text({"groups": [{"name": "escaped", "rules": rules}]}), encoding="utf-8")
-    res = run_tool(PROMTOOL, "check", "rules", str(path))
+    res = run_tool(prometheus_build.tool, "check", "rules", str(path))
     assert res.returncode == 0, res.stdout + res.stderr
 
 

@@ -1,8 +1,7 @@
-"""Generator test helpers: the small config, its generated files on disk, promtool runners."""
+"""Generator test helpers: the small config, its generated files on disk, a tool runner (the builds: tests/components.py)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,18 +16,10 @@ from tests.conftest import REAL_FIXTURES
 HERE = Path(__file__).resolve().parent
 SMALL = HERE / "fixtures" / "small.yaml"
 FIXTURES = REAL_FIXTURES
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-AMTOOL = shutil.which("amtool") or "/usr/bin/amtool"
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 
 def run_tool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
-
-
-def need(tool: str) -> None:
-    if not Path(tool).exists():
-        pytest.fail(f"{tool} not installed (.ci/run installs it: apt-get install prometheus prometheus-alertmanager)")
 
 
 @pytest.fixture(scope="session")

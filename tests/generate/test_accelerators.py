@@ -9,8 +9,6 @@ from monitor.config import Deployment
 from monitor.generate.accelerators import accelerator_groups, accelerator_rules
 from monitor.generate.options import Options
 
-PROMTOOL = "/usr/bin/promtool"
-
 
 def deployments():
     return [
@@ -57,13 +55,13 @@ def test_deployment_names_are_escaped_in_selectors_and_templates():
     assert rule["annotations"]["summary"].startswith('x"{{ "{{" }} $value }}: ')  # printed, not executed
 
 
-def test_promtool_check_rules(rule_file):
-    proc = subprocess.run([PROMTOOL, "check", "rules", str(rule_file)], capture_output=True, text=True, timeout=30)
+def test_promtool_check_rules(rule_file, prometheus_build):
+    proc = subprocess.run([prometheus_build.tool, "check", "rules", str(rule_file)], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS: 12 rules found" in proc.stdout and proc.stderr == "", proc.stdout + proc.stderr
 
 
-def test_promtool_unit_tests(rule_file, tmp_path):
+def test_promtool_unit_tests(rule_file, tmp_path, prometheus_build):
     chip = 'deployment="kimi-a3",node="a3-0",device="0",chip="1",vendor="huawei"'
     series = [
         {"series": f"accelerator_health{{{chip}}}", "values": "0 0 2 2 2 2 2"},
@@ -119,5 +117,5 @@ def test_promtool_unit_tests(rule_file, tmp_path):
     # promtool matches annotations exactly; only the first alert checks them.
     path = tmp_path / "accel.test.yml"
     path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    proc = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([prometheus_build.tool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from monitor.cli import main
-from tests.generate.conftest import PROMTOOL, need, run_tool
+from tests.generate.conftest import run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "kimi-k2.6-ascend.yaml"
@@ -26,15 +26,15 @@ def test_generate_check_passes_on_the_committed_files(committed, capsys):
     assert main(["generate", "--check"]) == 0, capsys.readouterr().err
 
 
-def test_committed_rules_and_config_pass_promtool(committed):
-    need(PROMTOOL)
+def test_committed_rules_and_config_pass_promtool(committed, prometheus_build):
+    promtool = prometheus_build.tool
     alerts = ROOT / "alerts"
-    res = run_tool(PROMTOOL, "check", "rules", *sorted(str(p) for p in (alerts / "rules").glob("*.rules.yml")))
+    res = run_tool(promtool, "check", "rules", *sorted(str(p) for p in (alerts / "rules").glob("*.rules.yml")))
     assert res.returncode == 0, res.stdout + res.stderr
-    res = run_tool(PROMTOOL, "check", "config", "prometheus.yml", cwd=alerts)
+    res = run_tool(promtool, "check", "config", "prometheus.yml", cwd=alerts)
     assert res.returncode == 0, res.stdout + res.stderr
     first = sorted((alerts / "tests").glob("*.test.yml"))[0]
-    res = run_tool(PROMTOOL, "test", "rules", str(first.relative_to(alerts)), cwd=alerts)
+    res = run_tool(promtool, "test", "rules", str(first.relative_to(alerts)), cwd=alerts)
     assert res.returncode == 0, res.stdout + res.stderr
 
 

@@ -16,7 +16,7 @@ from monitor.escaping import yaml_text
 from monitor.generate.dashboards.common import panel_queries
 from monitor.promql import metric_names
 from tests.conftest import GATEWAY_FIXTURES
-from tests.generate.conftest import FIXTURES, PROMTOOL, need, run_tool
+from tests.generate.conftest import FIXTURES, run_tool
 
 GATEWAY_CAPTURES = {gw: sorted(GATEWAY_FIXTURES.glob(f"{prefix}_*metrics.txt"))
                     for gw, prefix in ((c.GATEWAY_SMG, "smg_1.13.0"), (c.GATEWAY_SGLANG_ROUTER, "sglang_router_0.3.2"))}
@@ -88,14 +88,13 @@ def test_every_dashboard_has_a_datasource_variable_and_panels_name_their_metrics
             assert shown and all(m in panel["description"] for m in shown), (rel, panel["title"])
 
 
-def test_every_query_parses_with_promtool(small_files, tmp_path):
-    need(PROMTOOL)
+def test_every_query_parses_with_promtool(small_files, tmp_path, prometheus_build):
     queries = all_queries(small_files)
     assert len(queries) > 200
     rules = [{"record": f"validate:query:q{i}", "expr": grafana_to_promql(q)} for i, (_, q) in enumerate(queries)]
     path = tmp_path / "queries.yml"
     path.write_text(yaml_text({"groups": [{"name": "validate", "rules": rules}]}), encoding="utf-8")
-    res = run_tool(PROMTOOL, "check", "rules", "--lint=none", str(path))
+    res = run_tool(prometheus_build.tool, "check", "rules", "--lint=none", str(path))
     assert res.returncode == 0, res.stdout + res.stderr
 
 

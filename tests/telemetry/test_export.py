@@ -17,8 +17,6 @@ from tests.conftest import REAL_FIXTURES as REAL
 
 from .conftest import TELEMETRY, npu_smi_text
 
-PROMTOOL = "/usr/bin/promtool"
-
 
 def render(results) -> str:
     class C:
@@ -51,9 +49,9 @@ def samples(text: str) -> dict[str, list]:
     return out
 
 
-def test_output_passes_promtool_check_metrics(results):
+def test_output_passes_promtool_check_metrics(results, prometheus_build):
     text = render(results)
-    proc = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([prometheus_build.tool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "" and proc.stderr.strip() == ""
 
