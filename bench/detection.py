@@ -29,7 +29,7 @@ import aiohttp
 
 from bench.table import markdown, median
 from monitor.config import Config, SidecarSettings, parse_config
-from monitor.conventions import M_BURN_RATE, M_GOOD_RATIO
+from monitor.conventions.names import M_BURN_RATE, M_GOOD_RATIO
 from monitor.parse.exposition import parse
 from monitor.slo.histogram import Hist, good_ratio
 from monitor.slo.windows import SnapshotStore

@@ -120,7 +120,7 @@ def _size(path: Path) -> int:
 
 
 def _recording(n: int, minutes: float, tmp: Path, day_deployments: int, day_hours: float = 24.0) -> dict[str, object]:
-    from monitor.conventions import parse_duration
+    from monitor.conventions.units import parse_duration
     from monitor.record.store import Recording
     from monitor.sidecar import Sidecar, recording_thinning
 

@@ -30,7 +30,10 @@ import aiohttp
 
 from bench.table import markdown, median
 from monitor.config import Config, SidecarSettings, load_config
-from monitor.conventions import ENGINE_ROLES, PAGE_BURN_RATE, TPOT_LEADING_FOR, parse_duration
+from monitor.conventions.names import TPOT_LEADING_FOR
+from monitor.conventions.policy import PAGE_BURN_RATE
+from monitor.conventions.slis import ENGINE_ROLES
+from monitor.conventions.units import parse_duration
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kimi-k2.6-ascend.yaml"
 ROWS = ("kimi-k2.6-w4a8-16p-in64k-out1k-100ms", "kimi-k2.6-w4a8-1p1d-16p-in64k-out1k5-100ms")

@@ -15,23 +15,19 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.conventions import (
-    DEFAULT_GATEWAY,
+from monitor.conventions.names import DEFAULT_GATEWAY, OWN_RULE_FILES, RESERVED_ALERT_LABELS, rules_file
+from monitor.conventions.policy import (
     MAX_CONFIG_BYTES,
     MAX_DEPLOYMENTS,
     MAX_NAME_CHARS,
     MAX_TARGETS,
     MAX_TARGETS_PER_DEPLOYMENT,
-    OWN_RULE_FILES,
     PERIOD_MAX_SECONDS,
     PERIOD_MIN_SECONDS,
     RECORDING_MIN_FULL_RESOLUTION_SECONDS,
-    RESERVED_ALERT_LABELS,
-    SLIS,
-    format_duration,
-    parse_duration,
-    rules_file,
 )
+from monitor.conventions.slis import SLIS
+from monitor.conventions.units import format_duration, parse_duration
 from monitor.escaping import LABEL_NAME_RE, excerpt, shorten
 from monitor.yaml_bounded import YamlLimitError, load_documents
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from monitor.conventions import COUNTERS, GAUGES, REQUEST_ROLES, SLI_FAMILIES
+from monitor.conventions.names import COUNTERS, GAUGES
+from monitor.conventions.slis import REQUEST_ROLES, SLI_FAMILIES
 from monitor.parse.exposition import Sample, parse
 from monitor.parse.families import engine_wanted, group_histograms, histogram_warnings, scalar_series
 from monitor.parse.gateway import ROUTER_WANTED, detect_gateway, router_summary, split_workers

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions import ENGINE_ROLES
+from monitor.conventions.slis import ENGINE_ROLES
 from monitor.parse.exposition import Exposition
 from monitor.parse.families import HistogramError
 from monitor.parse.gateway import router_summary, split_workers, worker_address

@@ -20,13 +20,13 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from monitor.config import Config, Deployment
-from monitor.conventions import (
-    DEFAULT_BUCKETS,
+from monitor.conventions.policy import (
     RECORDING_COARSE_STEP_SECONDS,
     RECORDING_LONG_AFTER_SECONDS,
     RECORDING_LONG_STEP_SECONDS,
-    parse_duration,
 )
+from monitor.conventions.slis import DEFAULT_BUCKETS
+from monitor.conventions.units import parse_duration
 from monitor.export import prometheus
 from monitor.export.connections import ConnectionGuard
 from monitor.export.http_server import build_app, start_server

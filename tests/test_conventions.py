@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.conventions import format_duration, parse_duration, parse_prometheus_duration
+from monitor.conventions.units import format_duration, parse_duration, parse_prometheus_duration
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

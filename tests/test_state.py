@@ -125,7 +125,7 @@ def test_before_the_first_completed_window_the_table_the_api_and_metrics_all_say
 
 
 def test_clients_that_left_reach_the_api_the_metrics_and_the_table_and_what_is_not_measured_is_absent():
-    from monitor.conventions import M_ABORTED, M_CLIENT_CLOSED, M_CLIENT_CLOSED_RATIO
+    from monitor.conventions.names import M_ABORTED, M_CLIENT_CLOSED, M_CLIENT_CLOSED_RATIO
     from monitor.parse.exposition import parse
     from monitor.parse.gateway import ROUTER_WANTED
 

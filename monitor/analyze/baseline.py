@@ -16,7 +16,7 @@ from typing import Any
 
 from monitor.analyze.model import Dataset
 from monitor.analyze.timeparse import iso
-from monitor.conventions import ANALYSIS_MIN_BASELINE_POINTS, ANALYSIS_MIN_BASELINE_SECONDS
+from monitor.analyze.tuning import ANALYSIS_MIN_BASELINE_POINTS, ANALYSIS_MIN_BASELINE_SECONDS
 
 # The series whose presence says the deployment was scraped and whose value says it had traffic.
 PRESENCE = ("rate.requests_total",)

@@ -26,8 +26,7 @@ from monitor.analyze.model import Dataset, Values
 from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, Signal, derive
 from monitor.analyze.sli import SliTrack
 from monitor.analyze.timeparse import iso
-from monitor.conventions import (
-    ACCEL_TEMPERATURE_CELSIUS,
+from monitor.analyze.tuning import (
     ANALYSIS_ACCEPT_CHANGE,
     ANALYSIS_ARRIVALS_CHANGE,
     ANALYSIS_CACHE_HIT_DROP,
@@ -38,6 +37,7 @@ from monitor.conventions import (
     ANALYSIS_SMOOTH_SECONDS,
     ANALYSIS_TEMPERATURE_RISE_CELSIUS,
 )
+from monitor.conventions.policy import ACCEL_TEMPERATURE_CELSIUS
 
 HEALTHY = "healthy"
 OVERLOAD = "overload"

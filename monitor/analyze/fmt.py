@@ -7,7 +7,7 @@ import math
 from monitor.analyze.correlate import Candidate
 from monitor.analyze.report import Report, SliReport
 from monitor.analyze.timeparse import iso
-from monitor.conventions import REGRESSION_FACTOR
+from monitor.conventions.policy import REGRESSION_FACTOR
 
 TOP_RANKED = 10
 

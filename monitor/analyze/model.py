@@ -12,7 +12,8 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from monitor.conventions import AVAILABILITY_SLI, GOODPUT_SLI
+from monitor.conventions.names import AVAILABILITY_SLI
+from monitor.conventions.slis import GOODPUT_SLI
 from monitor.slo.accumulate import ScalarAccumulator
 from monitor.slo.histogram import Hist
 

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from monitor.analyze.report import Report, SliReport  # noqa: E402
-from monitor.conventions import BURN_RATE_ALERTS  # noqa: E402
+from monitor.conventions.policy import BURN_RATE_ALERTS
 
 PAGE_FACTORS = sorted({f for sev, _, _, f in BURN_RATE_ALERTS if sev == "page"}, reverse=True)  # 14.4, 6
 BREACH = "#d62728"

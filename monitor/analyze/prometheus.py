@@ -19,7 +19,6 @@ from typing import Any
 import aiohttp
 import yaml
 
-from monitor import conventions as names
 from monitor.analyze.catalog import (
     ACCEL_LABELS,
     LOAD_LABELS,
@@ -42,16 +41,13 @@ from monitor.analyze.model import (
     grid,
 )
 from monitor.config import Deployment
-from monitor.conventions import (
+from monitor.conventions import names
+from monitor.conventions.names import (
     AVAILABILITY_SERIES,
     AVAILABILITY_SLI,
-    COUNTER_ROLES,
     COUNTERS,
-    ENGINE_ROLES,
-    ENGINE_TYPE_LABEL,
     GAUGES,
     GOODPUT_REQUESTS_TOTAL,
-    GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
     LOG_FINISHED_TOTAL,
     M_ACCEL_HEALTH,
@@ -64,17 +60,23 @@ from monitor.conventions import (
     M_LOAD,
     M_OBJECTIVE,
     M_SLI_TARGET,
-    PREFILL_ENGINE_TYPE,
     QUEUE_TIME,
     RATIO_GAUGES,
-    SLI_FAMILIES,
-    SLI_ROLES,
     STAGE_LABEL,
     STAGE_LATENCY,
     canonical_name,
-    parse_prometheus_duration,
     prom_name_regex,
 )
+from monitor.conventions.slis import (
+    COUNTER_ROLES,
+    ENGINE_ROLES,
+    ENGINE_TYPE_LABEL,
+    GOODPUT_SLI,
+    PREFILL_ENGINE_TYPE,
+    SLI_FAMILIES,
+    SLI_ROLES,
+)
+from monitor.conventions.units import parse_prometheus_duration
 from monitor.escaping import matchers
 from monitor.promql import matched_selector, selector
 from monitor.slo.accumulate import HistAccumulator

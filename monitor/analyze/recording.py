@@ -21,7 +21,8 @@ from monitor.analyze.model import (
     sample,
 )
 from monitor.config import Deployment
-from monitor.conventions import AVAILABILITY_SLI, ENGINE_ROLES, GATEWAY_FAILED, GATEWAY_REQUESTS, GOODPUT_SLI
+from monitor.conventions.names import AVAILABILITY_SLI, GATEWAY_FAILED, GATEWAY_REQUESTS
+from monitor.conventions.slis import ENGINE_ROLES, GOODPUT_SLI
 from monitor.record.store import Recording, RecordingError
 from monitor.slo.histogram import Hist
 

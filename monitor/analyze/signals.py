@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 from monitor.analyze.model import Dataset, Values
 from monitor.analyze.sli import SliTrack
-from monitor.conventions import (
-    REQUEST_ROLES,
+from monitor.conventions.names import (
     STAGE_DECODE_WAITING,
     STAGE_PREFILL_BOOTSTRAP,
     STAGE_PREFILL_FORWARD,
     STAGE_PREFILL_TRANSFER,
 )
+from monitor.conventions.slis import REQUEST_ROLES
 
 DEMAND = "demand"
 CAPACITY = "capacity"

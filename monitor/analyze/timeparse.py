@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from monitor.conventions import parse_duration
+from monitor.conventions.units import parse_duration
 
 _RELATIVE = re.compile(r"^(?:now)?\s*([+-])\s*(\d+[smhdw])$")
 

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 
 from monitor.analyze.report import Report, analyze
-from monitor.conventions import GOODPUT_SLI, SLIS, parse_duration
+from monitor.conventions.slis import GOODPUT_SLI, SLIS
+from monitor.conventions.units import parse_duration
 from monitor.record.store import RecordingError
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from monitor.commands.status import render_table
 from monitor.config import Config, Target, load_config
-from monitor.conventions import DEFAULT_GATEWAY, GATEWAYS
+from monitor.conventions.names import DEFAULT_GATEWAY, GATEWAYS
 from monitor.signals import on_stop_signals
 
 log = logging.getLogger(__name__)

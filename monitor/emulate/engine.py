@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.config import Config, Deployment
-from monitor.conventions import DEFAULT_BUCKETS, SLI_FAMILIES
+from monitor.conventions.slis import DEFAULT_BUCKETS, SLI_FAMILIES
 from monitor.emulate.catalog import BY_NAME, STAGE_BUCKETS, TOKEN_BUCKETS
 from monitor.emulate.incidents import Effects, Incident, effects
 from monitor.emulate.model import (

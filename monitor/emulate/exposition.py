@@ -20,7 +20,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from monitor.conventions import PREFILL_RECORDED_SLIS, SLI_FAMILIES
+from monitor.conventions.slis import PREFILL_RECORDED_SLIS, SLI_FAMILIES
 from monitor.emulate.catalog import ALL_FAMILIES, Family
 from monitor.emulate.engine import EmulatedDeployment, RankSim, ServerSim
 from monitor.emulate.state import Histogram, LabelKey

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from monitor.conventions import parse_duration
+from monitor.conventions.units import parse_duration
 
 KINDS: tuple[str, ...] = (
     "tpot_regression",  # decode slower by `factor`

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from monitor.conventions import DEFAULT_GATEWAY, GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
+from monitor.conventions.names import DEFAULT_GATEWAY, GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
 from monitor.emulate.topology import HOST, DeploymentLayout
 
 DEFAULT_BOOTSTRAP_PORT = 8998

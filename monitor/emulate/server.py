@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from monitor.config import Config
-from monitor.conventions import DEFAULT_BUCKETS
+from monitor.conventions.slis import DEFAULT_BUCKETS
 from monitor.emulate.control import MAX_ADVANCE_SECONDS, control_app
 from monitor.emulate.engine import EmulatedDeployment, ServerSim
 from monitor.emulate.exposition import render_npu, render_server

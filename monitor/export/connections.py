@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from monitor import conventions as C
+from monitor.conventions import names as N
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class ConnectionGuard:
             "shed", logging.WARNING,
             "%d connections open to the sidecar's port (sidecar.max_connections): new ones get a 503 and are "
             "closed at once until some end (counted in %s; said at most once every %gs)",
-            self.open, C.M_HTTP_CONNECTIONS_SHED, self.throttled.interval,
+            self.open, N.M_HTTP_CONNECTIONS_SHED, self.throttled.interval,
             summary="%d more connections shed in the last %gs (sidecar.max_connections reached)")
         return False
 
@@ -120,15 +120,15 @@ class ConnectionGuard:
             summary="%d more failed accepts on the sidecar's port in the last %gs (out of file descriptors)")
 
     def families(self) -> Iterator[Metric]:
-        shed = CounterMetricFamily(C.M_HTTP_CONNECTIONS_SHED, "Connections to the sidecar's port closed at accept "
+        shed = CounterMetricFamily(N.M_HTTP_CONNECTIONS_SHED, "Connections to the sidecar's port closed at accept "
                                    "with a 503 because sidecar.max_connections were open.")
         shed.add_metric([], float(self.shed))
-        errors = CounterMetricFamily(C.M_HTTP_ACCEPT_ERRORS, "Accepts on the sidecar's port that failed (out of file "
+        errors = CounterMetricFamily(N.M_HTTP_ACCEPT_ERRORS, "Accepts on the sidecar's port that failed (out of file "
                                      "descriptors or memory); asyncio retries a second later.")
         errors.add_metric([], float(self.accept_errors))
-        opened = GaugeMetricFamily(C.M_HTTP_CONNECTIONS_OPEN, "Connections open to the sidecar's port.")
+        opened = GaugeMetricFamily(N.M_HTTP_CONNECTIONS_OPEN, "Connections open to the sidecar's port.")
         opened.add_metric([], float(self.open))
-        limit = GaugeMetricFamily(C.M_HTTP_CONNECTIONS_LIMIT, "The cap on connections open to the sidecar's port "
+        limit = GaugeMetricFamily(N.M_HTTP_CONNECTIONS_LIMIT, "The cap on connections open to the sidecar's port "
                                   "(sidecar.max_connections, or derived from the open-files limit).")
         limit.add_metric([], float(self.limit))
         yield from (shed, errors, opened, limit)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as c
 from monitor.config import Deployment
+from monitor.conventions import names as N
+from monitor.conventions import policy as P
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
 from monitor.promql import format_number, selector
@@ -43,36 +44,36 @@ def accelerator_rules(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
         return []
     eq = {"deployment": dep.name}
     name, for_ = template_literal(dep.name), opts.duration(FOR)
-    pct = format_number(round(c.ACCEL_MEMORY_RATIO * 100, 6))
-    temp = format_number(c.ACCEL_TEMPERATURE_CELSIUS)
-    used, total = selector(c.M_ACCEL_MEMORY_USED, eq), selector(c.M_ACCEL_MEMORY_TOTAL, eq)
-    up = selector(c.M_ACCEL_UP, eq)
+    pct = format_number(round(P.ACCEL_MEMORY_RATIO * 100, 6))
+    temp = format_number(P.ACCEL_TEMPERATURE_CELSIUS)
+    used, total = selector(N.M_ACCEL_MEMORY_USED, eq), selector(N.M_ACCEL_MEMORY_TOTAL, eq)
+    up = selector(N.M_ACCEL_UP, eq)
     return [
-        _rule(c.ALERT_ACCEL_UNHEALTHY, f"{selector(c.M_ACCEL_HEALTH, eq)} >= 2", for_, "page",
+        _rule(N.ALERT_ACCEL_UNHEALTHY, f"{selector(N.M_ACCEL_HEALTH, eq)} >= 2", for_, "page",
               f"{name}: accelerator {CHIP} is unhealthy (level {{{{ $value }}}})",
               f"Health level {{{{ $value }}}} (2 alarm/unhealthy, 3 critical) on {CHIP} of deployment {name} "
               f"for {for_}. Requests served by this chip's rank will fail or stall.", dep.name),
-        _rule(c.ALERT_ACCEL_WARNING, f"{selector(c.M_ACCEL_HEALTH, eq)} == 1", for_, "ticket",
+        _rule(N.ALERT_ACCEL_WARNING, f"{selector(N.M_ACCEL_HEALTH, eq)} == 1", for_, "ticket",
               f"{name}: accelerator {CHIP} reports a warning",
               f"Health level 1 (minor alarm) on {CHIP} of deployment {name} for {for_}. Check "
               "`npu-smi info -t health -i <device>` (error codes) or NVML row-remap state.", dep.name),
-        _rule(c.ALERT_ACCEL_MEMORY, f"{used}\n  / ({total} > 0)\n> {format_number(c.ACCEL_MEMORY_RATIO)}", for_,
+        _rule(N.ALERT_ACCEL_MEMORY, f"{used}\n  / ({total} > 0)\n> {format_number(P.ACCEL_MEMORY_RATIO)}", for_,
               "ticket", f"{name}: device memory on {CHIP} above {pct}%",
               f"{{{{ $value | humanizePercentage }}}} of device memory in use on {CHIP} of deployment {name} "
-              f"for {for_}. Lower --mem-fraction-static or find the extra process ({c.M_ACCEL_PROCESSES}).",
+              f"for {for_}. Lower --mem-fraction-static or find the extra process ({N.M_ACCEL_PROCESSES}).",
               dep.name),
-        _rule(c.ALERT_ACCEL_TEMPERATURE, f"{selector(c.M_ACCEL_TEMPERATURE, eq)} > {temp}", for_, "ticket",
+        _rule(N.ALERT_ACCEL_TEMPERATURE, f"{selector(N.M_ACCEL_TEMPERATURE, eq)} > {temp}", for_, "ticket",
               f"{name}: {CHIP} at {{{{ $value }}}} °C",
               f"Chip temperature above {temp} °C on {CHIP} of deployment {name} for {for_}; expect clock "
               "throttling and higher TPOT.", dep.name),
-        _rule(c.ALERT_ACCEL_TELEMETRY_DOWN, f"{up} == 0", for_, "ticket",
+        _rule(N.ALERT_ACCEL_TELEMETRY_DOWN, f"{up} == 0", for_, "ticket",
               f"{name}: {{{{ $labels.source }}}} telemetry on {{{{ $labels.node }}}} failing",
               f"The sidecar's last {{{{ $labels.source }}}} collection on {{{{ $labels.node }}}} for deployment "
               f"{name} failed for {for_}; chip health and memory alerts are blind there. "
               "See the sidecar log for the error.", dep.name),
-        _rule(c.ALERT_ACCEL_TELEMETRY_ABSENT, f"absent({up})", for_, "ticket",
+        _rule(N.ALERT_ACCEL_TELEMETRY_ABSENT, f"absent({up})", for_, "ticket",
               f"{name}: no accelerator telemetry",
-              f"No {c.M_ACCEL_UP} series for deployment {name} for {for_}: the sidecar is not scraped or has no "
+              f"No {N.M_ACCEL_UP} series for deployment {name} for {for_}: the sidecar is not scraped or has no "
               "npu/gpu target for it.", dep.name),
     ]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Config
+from monitor.conventions import names
 from monitor.escaping import comment, yaml_text
 from monitor.generate.accelerators import accelerator_groups
 from monitor.generate.alertmanager import alertmanager_yml

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import (
+from monitor.conventions import names
+from monitor.conventions.names import (
     CB_OPEN,
     RENDEZVOUS_PROBE_PHASE,
     SMG_ADMISSION_REJECTED,

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import GAUGES, REQUEST_ROLES, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions import names
+from monitor.conventions.names import GAUGES
+from monitor.conventions.slis import REQUEST_ROLES, SLI_FAMILIES, SLI_ROLES
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
 from monitor.generate.plan import engine_exclusions, engine_selector

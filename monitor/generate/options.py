@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from monitor.conventions import window_seconds
+from monitor.conventions.policy import window_seconds
 
 DEFAULT_PAGE_WEBHOOK = "http://127.0.0.1:9095/page"
 DEFAULT_TICKET_WEBHOOK = "http://127.0.0.1:9095/ticket"

@@ -5,23 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.config import Deployment
-from monitor.conventions import (
+from monitor.conventions.names import (
     AVAILABILITY_SERIES,
     AVAILABILITY_SLI,
+    GATEWAY_SMG,
+    GOODPUT_REQUESTS_TOTAL,
+    LOG_FINISHED_TOTAL,
+    AvailabilitySeries,
+)
+from monitor.conventions.slis import (
     BUCKET_FLAGS,
     DEFAULT_BUCKETS,
     ENGINE_ROLES,
     ENGINE_TYPE_LABEL,
-    GATEWAY_SMG,
-    GOODPUT_REQUESTS_TOTAL,
     GOODPUT_SLI,
-    LOG_FINISHED_TOTAL,
     PREFILL_ENGINE_TYPE,
     REQUEST_SLIS,
     SLI_FAMILIES,
-    AvailabilitySeries,
-    format_le,
 )
+from monitor.conventions.units import format_le
 from monitor.generate.options import Options
 from monitor.promql import format_number
 

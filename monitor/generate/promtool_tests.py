@@ -14,18 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import (
-    BURN_RATE_ALERTS,
-    GAUGES,
-    REQUEST_ROLES,
-    SLI_FAMILIES,
-    SLI_ROLES,
-    TPOT_LEADING_SOURCES,
-    format_le,
-    parse_duration,
-)
+from monitor.conventions import names
+from monitor.conventions.names import GAUGES, TPOT_LEADING_SOURCES
+from monitor.conventions.policy import BURN_RATE_ALERTS
+from monitor.conventions.slis import REQUEST_ROLES, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import matchers
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options

@@ -18,16 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import (
-    BURN_RATE_ALERTS,
-    RULE_WINDOWS,
-    SLI_FAMILIES,
-    SLI_ROLES,
-    format_le,
-    parse_duration,
-)
+from monitor.conventions import names
+from monitor.conventions.policy import BURN_RATE_ALERTS, RULE_WINDOWS
+from monitor.conventions.slis import SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
 from monitor.generate.plan import (

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Deployment
-from monitor.conventions import (
-    COUNTER_ROLES,
-    COUNTERS,
-    ENGINE_ROLES,
-    GAUGES,
-    KV_FULL_RATIO,
-    REGRESSION_FACTOR,
-    SLI_FAMILIES,
-)
+from monitor.conventions import names
+from monitor.conventions.names import COUNTERS, GAUGES
+from monitor.conventions.policy import KV_FULL_RATIO, REGRESSION_FACTOR
+from monitor.conventions.slis import COUNTER_ROLES, ENGINE_ROLES, SLI_FAMILIES
 from monitor.escaping import template_literal
 from monitor.generate.gateway import gateway_alerts
 from monitor.generate.leading import leading_rules

@@ -19,15 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.config import Config, ConfigError, Deployment, format_validation_error
-from monitor.conventions import (
-    AVAILABILITY_SLI,
-    GOODPUT_REQUESTS_TOTAL,
-    GOODPUT_SLI,
-    SLI_FAMILIES,
-    SLI_ROLES,
-    format_le,
-    parse_duration,
-)
+from monitor.conventions.names import AVAILABILITY_SLI, GOODPUT_REQUESTS_TOTAL
+from monitor.conventions.slis import GOODPUT_SLI, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import excerpt, shorten, yaml_text
 from monitor.generate.plan import (
     SLI_LONG,

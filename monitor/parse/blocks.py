@@ -26,7 +26,7 @@ import functools
 import re
 from typing import NamedTuple
 
-from monitor.conventions import canonical_name
+from monitor.conventions.names import canonical_name
 from monitor.parse.exposition import (
     LABEL_CACHE,
     Exposition,

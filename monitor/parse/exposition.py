@@ -24,7 +24,7 @@ import re
 from collections.abc import Collection
 from typing import NamedTuple
 
-from monitor.conventions import DROPPED_LABELS, canonical_name
+from monitor.conventions.names import DROPPED_LABELS, canonical_name
 
 Labels = tuple[tuple[str, str], ...]
 

@@ -7,7 +7,8 @@ import operator
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from monitor.conventions import COUNTERS, GAUGES, KV_TRANSFER_LATENCY, LEGACY_TPOT_FAMILY, SLI_FAMILIES
+from monitor.conventions.names import COUNTERS, GAUGES, KV_TRANSFER_LATENCY
+from monitor.conventions.slis import LEGACY_TPOT_FAMILY, SLI_FAMILIES
 from monitor.parse.exposition import Labels, Sample, spell_value
 
 

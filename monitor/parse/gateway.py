@@ -18,12 +18,10 @@ from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from monitor.conventions import (
+from monitor.conventions.names import (
     AVAILABILITY_SERIES,
     CB_OPEN,
     CLIENT_CLOSED_SERIES,
-    ENGINE_TYPE_LABEL,
-    ENGINE_TYPE_ROLES,
     GATEWAY_SGLANG_ROUTER,
     GATEWAY_SMG,
     ROUTER_FAMILIES,
@@ -35,6 +33,7 @@ from monitor.conventions import (
     WORKER_ADDR_LABEL,
     Matcher,
 )
+from monitor.conventions.slis import ENGINE_TYPE_LABEL, ENGINE_TYPE_ROLES
 from monitor.parse.exposition import Labels, Sample
 
 # Every sample name of the router families (counters, gauges, histograms) the sidecar reads.

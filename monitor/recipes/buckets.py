@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.conventions import BUCKET_FLAGS, DEFAULT_BUCKETS
+from monitor.conventions.slis import BUCKET_FLAGS, DEFAULT_BUCKETS
 
 
 def is_edge(target: float, edges: tuple[float, ...] | list[float]) -> bool:

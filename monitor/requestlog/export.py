@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from monitor.config import Deployment
-from monitor.conventions import (
+from monitor.conventions.names import (
     M_DISAGREEMENT,
     M_GOODPUT_RATE,
     M_GOODPUT_RATIO,

@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monitor.conventions import REQUEST_SLIS, SIDECAR_WINDOWS
+from monitor.conventions.policy import SIDECAR_WINDOWS
+from monitor.conventions.slis import REQUEST_SLIS
 from monitor.requestlog.records import Verdict
 
 MISSED = ("ttft", "tpot", "e2e", "failed")

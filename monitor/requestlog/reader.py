@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions import SIDECAR_WINDOWS
+from monitor.conventions.policy import SIDECAR_WINDOWS
 from monitor.requestlog.export import TargetCounts, request_log_families
 from monitor.requestlog.goodput import WindowGoodput, pack, summarize
 from monitor.requestlog.records import RecordError, evaluate, parse_line, request_targets

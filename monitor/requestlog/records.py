@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.conventions import REQUEST_SLIS
+from monitor.conventions.slis import REQUEST_SLIS
 
 SUCCESS_TYPES = frozenset({"stop", "length"})
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from monitor.conventions import FLAP_SUMMARY_SECONDS
+from monitor.conventions.policy import FLAP_SUMMARY_SECONDS
 
 SAID_AT_ONCE = 2  # a down and its recovery
 

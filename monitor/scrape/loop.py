@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions import LOOP_SCRAPE, LOOP_SIDECAR
+from monitor.conventions.names import LOOP_SCRAPE, LOOP_SIDECAR
 from monitor.fetch import fetch, is_loopback
 from monitor.parse.exposition import LimitExceeded, Limits, ParseError
 from monitor.parse.families import engine_wanted

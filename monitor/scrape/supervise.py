@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from monitor.conventions import LOOP_STALE_INTERVALS
+from monitor.conventions.names import LOOP_STALE_INTERVALS
 from monitor.fetch import bounded
 
 log = logging.getLogger(__name__)

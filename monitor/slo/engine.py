@@ -14,22 +14,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from monitor.config import Deployment, Target
-from monitor.conventions import (
+from monitor.conventions.names import (
     AVAILABILITY_SLI,
-    COUNTER_ROLES,
     COUNTERS,
     GATEWAY_ANSWERED,
     GATEWAY_CLIENT_CLOSED,
     GATEWAY_FAILED,
     GATEWAY_REQUESTS,
     GAUGES,
-    SERIES_EXPIRY_SECONDS,
-    SIDECAR_WINDOWS,
-    SLI_FAMILIES,
-    SLI_ROLES,
     TPOT_LEADING_WINDOW,
-    parse_duration,
 )
+from monitor.conventions.policy import SERIES_EXPIRY_SECONDS, SIDECAR_WINDOWS
+from monitor.conventions.slis import COUNTER_ROLES, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.units import parse_duration
 from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway

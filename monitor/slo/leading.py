@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from monitor.conventions import REQUEST_ROLES
+from monitor.conventions.slis import REQUEST_ROLES
 from monitor.slo.windows import SnapshotStore
 
 

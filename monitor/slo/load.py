@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from monitor.conventions import RATIO_GAUGES
+from monitor.conventions.names import RATIO_GAUGES
 from monitor.parse.exposition import Labels, Sample
 
 

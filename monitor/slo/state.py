@@ -21,17 +21,15 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from monitor.config import Deployment
-from monitor.conventions import (
+from monitor.conventions.names import (
     AVAILABILITY_SLI,
-    BUCKET_FLAGS,
-    DEFAULT_BUCKETS,
     GATEWAY_ANSWERED,
     GATEWAY_CLIENT_CLOSED,
     GATEWAY_FAILED,
     GATEWAY_REQUESTS,
-    QUANTILES,
-    SIDECAR_WINDOWS,
 )
+from monitor.conventions.policy import QUANTILES, SIDECAR_WINDOWS
+from monitor.conventions.slis import BUCKET_FLAGS, DEFAULT_BUCKETS
 from monitor.slo.histogram import GoodRatio, Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
 from monitor.slo.leading import LeadingTPOT
 from monitor.slo.windows import SnapshotStore

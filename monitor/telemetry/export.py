@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from monitor.conventions import (
+from monitor.conventions.names import (
     ACCEL_LABELS,
     M_ACCEL_DURATION,
     M_ACCEL_ECC,

@@ -7,7 +7,7 @@ from monitor.analyze.plots import render_all
 from monitor.analyze.prometheus import build_dataset
 from monitor.analyze.report import analyze
 from monitor.config import parse_config
-from monitor.conventions import SLI_FAMILIES
+from monitor.conventions.slis import SLI_FAMILIES
 
 STEP = 15.0
 T0 = 1_800_000_000.0

@@ -90,7 +90,7 @@ def _run_demo_in_process(args) -> None:
 
 def test_demo_says_on_screen_when_the_gateway_is_not_installed(monkeypatch, capsys):
     import monitor.emulate.router as router
-    from monitor.conventions import GATEWAY_SMG
+    from monitor.conventions.names import GATEWAY_SMG
 
     missing = router.GatewaySpec(GATEWAY_SMG, "smg", "9.9.0", "smg-9.9.0", "`make gateways`")
     monkeypatch.setitem(router.GATEWAY_SPECS, GATEWAY_SMG, missing)

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from monitor.config import Config, parse_config
-from monitor.conventions import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
+from monitor.conventions.names import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
 from monitor.emulate import Emulator, find_free_base_port, plan
 from monitor.emulate.router import RouterProcess, find_gateway, gateway_argv, launch_router
 from tests.components import ALERTMANAGER_DEBIAN, PROMETHEUS_242, Build

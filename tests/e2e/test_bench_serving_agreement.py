@@ -26,7 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import parse_config
-from monitor.conventions import GATEWAY_SMG, GATEWAYS
+from monitor.conventions.names import GATEWAY_SMG, GATEWAYS
 from monitor.emulate import Emulator, find_free_base_port, plan
 from monitor.emulate import bench_serving as bs
 from monitor.emulate.router import RouterProcess, launch_router

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from monitor.conventions import GATEWAY_SMG
+from monitor.conventions.names import GATEWAY_SMG
 from monitor.emulate.loadgen import _stream, sse_data
 from monitor.emulate.router import RouterProcess, gateway_argv
 from monitor.emulate.topology import find_free_port

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.conventions import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG, GATEWAYS
+from monitor.conventions.names import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG, GATEWAYS
 from monitor.emulate import Emulator
 from monitor.emulate.router import GatewayNotFound, GatewaySpec, find_gateway, launch_router, router_command
 

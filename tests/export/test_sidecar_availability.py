@@ -15,7 +15,7 @@ from prometheus_client import generate_latest
 
 from monitor.commands.status import render_table
 from monitor.config import parse_config
-from monitor.conventions import GATEWAY_SMG, GATEWAYS
+from monitor.conventions.names import GATEWAY_SMG, GATEWAYS
 from monitor.emulate.router import RouterProcess, find_gateway, gateway_argv
 from monitor.sidecar import Sidecar
 from tests.conftest import free_port

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from monitor import conventions as names
 from monitor.config import ConfigError, Gateway, parse_config
-from monitor.conventions import AVAILABILITY_SERIES, GATEWAY_OWN_PATHS, GATEWAYS, RULE_WINDOWS
+from monitor.conventions import names
+from monitor.conventions.names import AVAILABILITY_SERIES, GATEWAY_OWN_PATHS, GATEWAYS
+from monitor.conventions.policy import RULE_WINDOWS
 from monitor.generate.options import Options
 from monitor.generate.plan import AvailabilityPlan, plan_slis
 from monitor.generate.rules import slo_groups

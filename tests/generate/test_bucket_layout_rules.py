@@ -21,9 +21,9 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from monitor import conventions as names
 from monitor.config import parse_config
-from monitor.conventions import DEFAULT_BUCKETS, SLI_FAMILIES
+from monitor.conventions import names, policy
+from monitor.conventions.slis import DEFAULT_BUCKETS, SLI_FAMILIES
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.writer import write
@@ -105,7 +105,7 @@ def test_rules_read_a_window_spanning_a_bucket_relaunch_low_where_the_sidecar_bo
             good, total = _rule_exprs(alerts, window)
             ts = EPOCH + when
             rules = _query(url, f"({good}) / ({total})", ts)
-            win = engine.state(ts, {window: names.SIDECAR_WINDOWS.get(window, 3600)}).slis["tpot"].windows[window]
+            win = engine.state(ts, {window: policy.SIDECAR_WINDOWS.get(window, 3600)}).slis["tpot"].windows[window]
             measured[(when, window)] = (rules, win)
     for (when, window), (rules, win) in measured.items():
         print(f"{when / 60:g} min, {window}: rules {rules!r}; sidecar {win.good_ratio!r} "

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import yaml
 
-from monitor import conventions as names
 from monitor.config import parse_config
+from monitor.conventions import names
 from monitor.generate.gateway import gateway_alerts
 from monitor.generate.options import Options
 

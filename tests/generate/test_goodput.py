@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from monitor import conventions as names
 from monitor.config import ConfigError, parse_config
-from monitor.conventions import RULE_WINDOWS
+from monitor.conventions import names
+from monitor.conventions.policy import RULE_WINDOWS
 from monitor.generate.options import Options
 from monitor.generate.plan import GoodputPlan, plan_slis
 from monitor.generate.rules import slo_groups

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from monitor.config import parse_config
-from monitor.conventions import DEFAULT_BUCKETS, SLI_FAMILIES
+from monitor.conventions.slis import DEFAULT_BUCKETS, SLI_FAMILIES
 from monitor.generate.build import generate
 from monitor.generate.dashboards import HISTOGRAM_DASHBOARDS
 from monitor.generate.dashboards.common import panel_queries

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor import conventions as names
+from monitor.conventions import names
 from tests.components import Build
 from tests.generate.conftest import run_tool
 

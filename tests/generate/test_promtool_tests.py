@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from monitor import conventions as names
 from monitor.config import Deployment
+from monitor.conventions import names
 from monitor.generate.options import Options
 from monitor.generate.plan import plan_slis
 from monitor.generate.promtool_tests import promtool_test, render

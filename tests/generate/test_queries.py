@@ -10,8 +10,9 @@ import re
 import pytest
 import yaml
 
-from monitor import conventions as c
-from monitor.conventions import canonical_name
+from monitor.conventions import names as N
+from monitor.conventions import slis as S
+from monitor.conventions.names import canonical_name
 from monitor.escaping import yaml_text
 from monitor.generate.dashboards.common import panel_queries
 from monitor.promql import metric_names
@@ -19,7 +20,7 @@ from tests.conftest import GATEWAY_FIXTURES
 from tests.generate.conftest import FIXTURES, run_tool
 
 GATEWAY_CAPTURES = {gw: sorted(GATEWAY_FIXTURES.glob(f"{prefix}_*metrics.txt"))
-                    for gw, prefix in ((c.GATEWAY_SMG, "smg_1.13.0"), (c.GATEWAY_SGLANG_ROUTER, "sglang_router_0.3.2"))}
+                    for gw, prefix in ((N.GATEWAY_SMG, "smg_1.13.0"), (N.GATEWAY_SGLANG_ROUTER, "sglang_router_0.3.2"))}
 GRAFANA_VARS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
 BUILTIN = {"up", "ALERTS", "ALERTS_FOR_STATE", "scrape_duration_seconds", "scrape_samples_scraped"}
 
@@ -46,12 +47,12 @@ def known_metrics(files: dict[str, str]) -> set[str]:
     # The SGLang and gateway expositions (not the router's 500 body, nor the accelerator exporters).
     for path in [*FIXTURES.glob("sglang_0.5.23_*.txt"), *FIXTURES.glob("sglang_router_*metrics.txt")]:
         names |= names_in(path)
-    names |= gateway_names(c.GATEWAY_SMG) | gateway_names(c.GATEWAY_SGLANG_ROUTER)
-    families = [*c.SLI_FAMILIES.values(), c.KV_TRANSFER_LATENCY]
+    names |= gateway_names(N.GATEWAY_SMG) | gateway_names(N.GATEWAY_SGLANG_ROUTER)
+    families = [*S.SLI_FAMILIES.values(), N.KV_TRANSFER_LATENCY]
     names |= {f + s for f in families for s in ("", "_bucket", "_sum", "_count")}
-    names |= {*c.COUNTERS.values(), *c.GAUGES.values()}
+    names |= {*N.COUNTERS.values(), *N.GAUGES.values()}
     # Everything the sidecar exports (counters are exposed with `_total`).
-    names |= {v + s for k, v in vars(c).items() if k.startswith("M_") and isinstance(v, str) for s in ("", "_total")}
+    names |= {v + s for k, v in vars(N).items() if k.startswith("M_") and isinstance(v, str) for s in ("", "_total")}
     for rel, text in files.items():
         if rel.startswith("alerts/rules/"):
             names |= {r["record"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "record" in r}
@@ -125,12 +126,12 @@ def test_each_deployments_rules_read_only_its_gateway_versions_names(small_confi
     """kimi-pd runs smg 1.13, llama-unified sglang-router 0.3.2 (tests/generate/fixtures/small.yaml)."""
     seen = {}
     for dep in small_config.deployments:
-        doc = yaml.safe_load(small_files[f"alerts/{c.rules_file(dep.name)}"])
+        doc = yaml.safe_load(small_files[f"alerts/{N.rules_file(dep.name)}"])
         read = {n for g in doc["groups"] for r in g["rules"] for n in metric_names(r["expr"]) if n.startswith("smg_")}
         assert read and read <= gateway_names(dep.gateway), (dep.name, sorted(read - gateway_names(dep.gateway)))
         seen[dep.gateway] = read
-    assert set(seen) == {c.GATEWAY_SMG, c.GATEWAY_SGLANG_ROUTER}
-    assert seen[c.GATEWAY_SMG] - gateway_names(c.GATEWAY_SGLANG_ROUTER)  # the 1.13 deployment uses 1.13 families
+    assert set(seen) == {N.GATEWAY_SMG, N.GATEWAY_SGLANG_ROUTER}
+    assert seen[N.GATEWAY_SMG] - gateway_names(N.GATEWAY_SGLANG_ROUTER)  # the 1.13 deployment uses 1.13 families
 
 
 def test_the_gateway_dashboard_row_uses_1_13_families_and_keeps_panels_that_work_on_0_3_2(small_files):
@@ -139,7 +140,7 @@ def test_the_gateway_dashboard_row_uses_1_13_families_and_keeps_panels_that_work
     top = next(p["gridPos"]["y"] for p in data["panels"] if p.get("type") == "row" and p["title"].startswith("Gateway"))
     bottom = next((y for y in rows if y > top), 10**6)
     panels = [p for p in data["panels"] if p.get("type") != "row" and top < p["gridPos"]["y"] < bottom]
-    old = gateway_names(c.GATEWAY_SGLANG_ROUTER)
+    old = gateway_names(N.GATEWAY_SGLANG_ROUTER)
     on_old = [p["title"] for p in panels if any(m in old for t in p["targets"] for m in metric_names(t["expr"]))]
     only_new = [p["title"] for p in panels if "smg 1.13 only" in p["description"]]
     assert len(panels) == 8 and len(on_old) >= 5 and len(only_new) >= 2, [p["title"] for p in panels]

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import yaml
 
-from monitor import conventions as names
-from monitor.conventions import RULE_WINDOWS
+from monitor.conventions import names
+from monitor.conventions.policy import RULE_WINDOWS
 from monitor.generate.rules import burn_factor
 
 

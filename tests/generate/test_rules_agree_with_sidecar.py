@@ -22,9 +22,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
-from monitor import conventions as names
 from monitor.config import parse_config
-from monitor.conventions import DEFAULT_BUCKETS, GAUGES, SLI_FAMILIES
+from monitor.conventions import names
+from monitor.conventions.names import GAUGES
+from monitor.conventions.slis import DEFAULT_BUCKETS, SLI_FAMILIES
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.writer import write

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from monitor import conventions as names
 from monitor.config import Deployment
+from monitor.conventions import names, policy
 from monitor.generate.options import Options
 from monitor.generate.symptoms import global_groups, symptom_groups
 
@@ -38,7 +38,7 @@ def test_pd_failure_alerts_only_for_pd_deployments_and_read_every_engine_role():
 
 def test_thresholds_come_from_conventions():
     pd = rules(PD)
-    assert pd[names.ALERT_KV_FULL][0]["expr"].endswith(f"> {names.KV_FULL_RATIO}")
+    assert pd[names.ALERT_KV_FULL][0]["expr"].endswith(f"> {policy.KV_FULL_RATIO}")
     (regression,) = pd[names.ALERT_REGRESSION]
     assert regression["labels"]["sli"] == "tpot" and regression["expr"].endswith("> 0.03")  # 1.5 x 0.02
 

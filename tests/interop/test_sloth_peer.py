@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.conventions import RULE_WINDOWS
+from monitor.conventions.policy import RULE_WINDOWS
 from tests.components import PROMETHEUS_3, SLOTH, Build
 from tools.sloth_compare.compare import (
     PERIOD,

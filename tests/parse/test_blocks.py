@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.conventions import canonical_name
+from monitor.conventions.names import canonical_name
 from monitor.parse.blocks import _reads, parse_grouped
 from monitor.parse.exposition import NO_LIMITS, LimitExceeded, Limits, ParseError, full_scan, parse
 from monitor.parse.families import engine_wanted

@@ -10,8 +10,8 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor import conventions as c
-from monitor.conventions import DROPPED_LABELS, canonical_name
+from monitor.conventions import names as N
+from monitor.conventions.names import DROPPED_LABELS, canonical_name
 from monitor.parse.exposition import ParseError, parse
 from monitor.parse.gateway import router_summary, split_workers, worker_address
 from tests.conftest import GATEWAY_500, GATEWAY_EXPOSITIONS, GATEWAY_FIXTURES, GATEWAY_MEASUREMENTS
@@ -142,7 +142,7 @@ def test_the_1_13_families_in_conventions_exist_in_the_captures_and_not_in_0_3_2
     smg = set().union(*(families_in(p.read_text()) for p in SMG_LISTENERS))
     old = set().union(*(families_in(p.read_text()) for p in OLD_LISTENERS))
     assert len(SMG_LISTENERS) == 5 and len(OLD_LISTENERS) == 5
-    new = [*c.SMG_PD_FAMILIES, *c.SMG_ENGINE_FAMILIES, *c.SMG_WORKER_FAMILIES, *c.SMG_ADMISSION_FAMILIES]
+    new = [*N.SMG_PD_FAMILIES, *N.SMG_ENGINE_FAMILIES, *N.SMG_WORKER_FAMILIES, *N.SMG_ADMISSION_FAMILIES]
     missing = [f for f in new if f not in smg and f not in NOT_IN_CAPTURES]
     assert not missing, missing
     assert not [f for f in new if f in old]

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from monitor.conventions import GATEWAY_OWN_PATHS, GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
+from monitor.conventions.names import GATEWAY_OWN_PATHS, GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
 from monitor.parse.exposition import Sample, parse
 from monitor.parse.gateway import availability_samples, detect_gateway, matches
 from tests.conftest import GATEWAY_FIXTURES, GATEWAY_MEASUREMENTS

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from monitor.conventions import DEFAULT_BUCKETS
+from monitor.conventions.slis import DEFAULT_BUCKETS
 from monitor.recipes import import_recipe
 
 NAMES = [

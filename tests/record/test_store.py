@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from monitor.config import parse_config
-from monitor.conventions import parse_duration
+from monitor.conventions.units import parse_duration
 from monitor.record.store import Recording, RecordingError
 from monitor.sidecar import Sidecar
 from tests.conftest import serve_routes

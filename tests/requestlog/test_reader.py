@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
 from monitor.config import Config
-from monitor.conventions import SIDECAR_WINDOWS
+from monitor.conventions.policy import SIDECAR_WINDOWS
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.request_log import read_records
 from monitor.requestlog.reader import RequestLogReader, state_path_for

@@ -15,7 +15,8 @@ from pathlib import Path
 import aiohttp
 
 from monitor.config import parse_config
-from monitor.conventions import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG, SLI_FAMILIES
+from monitor.conventions.names import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG
+from monitor.conventions.slis import SLI_FAMILIES
 from monitor.emulate import Emulator
 from monitor.emulate.router import launch_router
 from monitor.observations import Observations

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import bisect
 
-from monitor.conventions import DEFAULT_BUCKETS, SLI_FAMILIES, format_le
+from monitor.conventions.slis import DEFAULT_BUCKETS, SLI_FAMILIES
+from monitor.conventions.units import format_le
 
 
 def histogram_lines(family: str, edges, observations, labels: str) -> list[str]:

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from monitor.config import parse_config
-from monitor.conventions import GATEWAY_ANSWERED, GATEWAY_FAILED, GATEWAY_REQUESTS, SERIES_EXPIRY_SECONDS
+from monitor.conventions.names import GATEWAY_ANSWERED, GATEWAY_FAILED, GATEWAY_REQUESTS
+from monitor.conventions.policy import SERIES_EXPIRY_SECONDS
 from monitor.parse.exposition import parse
 from monitor.parse.gateway import ROUTER_WANTED
 from monitor.record.codec import book_from, book_to, snapshot_from, snapshot_to

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from monitor.conventions import SERIES_EXPIRY_SECONDS
+from monitor.conventions.policy import SERIES_EXPIRY_SECONDS
 from monitor.parse.exposition import parse
 from monitor.parse.families import engine_wanted
 from monitor.record.codec import book_from, book_to

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from monitor.commands.status import render_table
-from monitor.conventions import M_TPOT_LEADING, SLI_FAMILIES
+from monitor.conventions.names import M_TPOT_LEADING
+from monitor.conventions.slis import SLI_FAMILIES
 from monitor.export.prometheus import families_from_status
 from monitor.parse.exposition import parse
 from monitor.parse.families import engine_wanted

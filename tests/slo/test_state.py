@@ -7,7 +7,7 @@ import math
 import pytest
 
 from monitor.config import Deployment
-from monitor.conventions import DEFAULT_BUCKETS
+from monitor.conventions.slis import DEFAULT_BUCKETS
 from monitor.slo.histogram import Hist
 from monitor.slo.state import (
     budget_remaining,

@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.conventions import ACCEL_LABELS
+from monitor.conventions.names import ACCEL_LABELS
 from monitor.telemetry.dcgm import parse_dcgm
 from monitor.telemetry.export import telemetry_families
 from monitor.telemetry.model import TelemetryResult

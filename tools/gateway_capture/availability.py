@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 
-from monitor.conventions import GATEWAYS
+from monitor.conventions.names import GATEWAYS
 from monitor.emulate.router import RouterProcess, find_gateway, gateway_argv
 from tests.conftest import free_port
 from tools.gateway_capture.capture import (

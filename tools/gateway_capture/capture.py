@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.conventions import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG, GATEWAYS
+from monitor.conventions.names import GATEWAY_SGLANG_ROUTER, GATEWAY_SMG, GATEWAYS
 from monitor.emulate.router import RouterProcess, find_gateway, gateway_argv
 from tests.conftest import free_port
 from tools.gateway_capture.worker import CaptureWorker

@@ -24,15 +24,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions import (
+from monitor.conventions.names import (
     COUNTERS,
     GAUGES,
     KV_TRANSFER_LATENCY,
     QUEUE_TIME,
     SIDECAR_JOB,
-    SLI_FAMILIES,
     STAGE_LATENCY,
 )
+from monitor.conventions.slis import SLI_FAMILIES
 from monitor.emulate import Emulator
 from monitor.emulate.exposition import render_npu, server_families
 from monitor.escaping import matchers

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import yaml
 
-from monitor import conventions as names
-from monitor.conventions import BURN_RATE_ALERTS, RULE_WINDOWS, parse_prometheus_duration
+from monitor.conventions import names
+from monitor.conventions.policy import BURN_RATE_ALERTS, RULE_WINDOWS
+from monitor.conventions.units import parse_prometheus_duration
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.plan import plan_slis

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor.config import Config, parse_config
-from monitor.conventions import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL, SIDECAR_JOB, SLI_FAMILIES
+from monitor.conventions.names import GOODPUT_REQUESTS_TOTAL, LOG_FINISHED_TOTAL, SIDECAR_JOB
+from monitor.conventions.slis import SLI_FAMILIES
 from monitor.emulate import Emulator
 from monitor.emulate.exposition import server_families
 from monitor.generate.prometheus_config import job_name

@@ -7,8 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from monitor import conventions as names
-from monitor.conventions import BURN_RATE_ALERTS, RULE_WINDOWS
+from monitor.conventions import names
+from monitor.conventions.policy import BURN_RATE_ALERTS, RULE_WINDOWS
 from tools.sloth_compare.compare import (
     PERIOD,
     AlertRow,

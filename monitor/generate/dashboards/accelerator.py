@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.config import Config
-from monitor.conventions import (
+from monitor.conventions.names import (
     M_ACCEL_HEALTH,
     M_ACCEL_MEMORY_TOTAL,
     M_ACCEL_MEMORY_USED,

@@ -19,7 +19,7 @@ from grafanalib.core import (
     TimeSeries,
 )
 
-from monitor.conventions import ENGINE_ROLES, ENGINE_TYPE_LABEL, PREFILL_ENGINE_TYPE, REQUEST_ROLES
+from monitor.conventions.slis import ENGINE_ROLES, ENGINE_TYPE_LABEL, PREFILL_ENGINE_TYPE, REQUEST_ROLES
 from monitor.promql import metric_names
 
 DS = {"type": "prometheus", "uid": "${datasource}"}

@@ -5,22 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Config
-from monitor.conventions import (
+from monitor.conventions import names, policy
+from monitor.conventions.names import (
     COUNTERS,
     GAUGES,
     GOODPUT_REQUESTS_TOTAL,
-    GOODPUT_SLI,
     KV_TRANSFER_LATENCY,
     LOG_FINISHED_TOTAL,
     M_DISAGREEMENT,
     M_GOODPUT_RATIO,
     M_MISSED,
-    QUANTILES,
-    RULE_WINDOWS,
-    SLI_FAMILIES,
 )
+from monitor.conventions.policy import QUANTILES, RULE_WINDOWS
+from monitor.conventions.slis import GOODPUT_SLI, SLI_FAMILIES
 from monitor.generate.dashboards.common import (
     ENGINE,
     RATE,
@@ -89,10 +87,10 @@ def slo_panels() -> list[tuple[Any, int, int]]:
                        (f"1 - {names.sli_error('1h')}{sel}", "1h {{sli}}"),
                        (f"{names.OBJECTIVE}{sel}", "objective {{sli}}")], unit="percentunit")
     burns = timeseries("Burn rates (all windows)", "Error ratio / error budget for each window; thresholds for a 30d "
-                       f"period (others scale them): {names.burn_thresholds_text()}.",
+                       f"period (others scale them): {policy.burn_thresholds_text()}.",
                        [(f"{names.burn_rate(w)}{sel}", f"{w} {{{{sli}}}}") for w in RULE_WINDOWS],
                        thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
-                                   {"color": "red", "value": names.PAGE_BURN_RATE}])
+                                   {"color": "red", "value": policy.PAGE_BURN_RATE}])
     budget = stat("Error budget left", "Budget remaining over the SLO period, per SLI.",
                   [(f"{names.BUDGET_REMAINING}{sel}", "{{sli}}")], unit="percentunit",
                   thresholds=[{"color": "red", "value": None}, {"color": "orange", "value": 0.25},

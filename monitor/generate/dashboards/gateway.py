@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
-from monitor.conventions import (
+from monitor.conventions import names
+from monitor.conventions.names import (
     AVAILABILITY_SLI,
     GATEWAY_OWN_PATHS,
     SMG_ADMISSION_INFLIGHT,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Config
-from monitor.conventions import COUNTERS, GAUGES, M_ACCEL_TEMPERATURE, M_ACCEL_UTILIZATION, SLI_FAMILIES
+from monitor.conventions import names, policy
+from monitor.conventions.names import COUNTERS, GAUGES, M_ACCEL_TEMPERATURE, M_ACCEL_UTILIZATION
+from monitor.conventions.slis import SLI_FAMILIES
 from monitor.generate.dashboards.common import (
     DS,
     ENGINE,
@@ -22,11 +23,11 @@ from monitor.generate.dashboards.common import (
 
 def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     breach = timeseries("Burn rate 5m / 1h (breach windows shaded by alerts)", "Short and long burn rates; a "
-                        f"page needs both above {names.PAGE_BURN_RATE:g} (or 6h and 30m above "
-                        f"{names.PAGE_BURN_RATE_SLOW:g}).",
+                        f"page needs both above {policy.PAGE_BURN_RATE:g} (or 6h and 30m above "
+                        f"{policy.PAGE_BURN_RATE_SLOW:g}).",
                         [(f"{names.burn_rate('5m')}{{{D}}}", "5m {{sli}}"),
                          (f"{names.burn_rate('1h')}{{{D}}}", "1h {{sli}}")],
-                        thresholds=[{"color": "green", "value": None}, {"color": "red", "value": names.PAGE_BURN_RATE}])
+                        thresholds=[{"color": "green", "value": None}, {"color": "red", "value": policy.PAGE_BURN_RATE}])
     p99 = [(quantile(0.99, SLI_FAMILIES[s], REQUESTS, nhcb=nhcb), f"p99 {s}") for s in ("ttft", "tpot")]
     comoving = [
         (timeseries("TTFT / TPOT p99", "p99 latency (display only) with the targets.",

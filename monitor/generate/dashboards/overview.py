@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor import conventions as names
 from monitor.config import Config
-from monitor.conventions import SLI_FAMILIES
+from monitor.conventions import names, policy
+from monitor.conventions.slis import SLI_FAMILIES
 from monitor.generate.dashboards.common import dashboard, quantile, query_var, stat, timeseries
 
 SEL = 'deployment=~"$deployment"'
@@ -40,13 +40,13 @@ def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     burn = stat("Burn rate (1h)", "Error ratio over 1h divided by the budget (1 = spending exactly the budget).",
                 [(f"{names.burn_rate('1h')}{{{SEL}}}", "{{deployment}} {{sli}}")],
                 thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
-                            {"color": "red", "value": names.PAGE_BURN_RATE_SLOW}])
+                            {"color": "red", "value": policy.PAGE_BURN_RATE_SLOW}])
     burn_ts = timeseries("Burn rate over time", "1h and 5m burn rates; the page thresholds are "
-                         f"{names.PAGE_BURN_RATE:g} (1h/5m) and {names.PAGE_BURN_RATE_SLOW:g} (6h/30m).",
+                         f"{policy.PAGE_BURN_RATE:g} (1h/5m) and {policy.PAGE_BURN_RATE_SLOW:g} (6h/30m).",
                          [(f"{names.burn_rate('1h')}{{{SEL}}}", "1h {{deployment}} {{sli}}"),
                           (f"{names.burn_rate('5m')}{{{SEL}}}", "5m {{deployment}} {{sli}}")],
-                         thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": names.PAGE_BURN_RATE_SLOW},
-                                     {"color": "red", "value": names.PAGE_BURN_RATE}])
+                         thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": policy.PAGE_BURN_RATE_SLOW},
+                                     {"color": "red", "value": policy.PAGE_BURN_RATE}])
     budget_ts = timeseries("Error budget left over time", "Budget remaining for each deployment and SLI.",
                            [(f"{names.BUDGET_REMAINING}{{{SEL}}}", "{{deployment}} {{sli}}")], unit="percentunit")
     alerts = timeseries("Firing SLO and symptom alerts", "Alerts firing per deployment (Prometheus ALERTS series).",

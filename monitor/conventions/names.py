@@ -1,51 +1,17 @@
-"""Every name the project reads or writes, in one place (like Sloth's `conventions`).
+"""Every name the project reads or writes (SGLang and gateway families, the sidecar's series, rule and
+alert names), like Sloth's `conventions`.
 
-SGLang family names are given in their canonical colon form; `canonical_name` maps the
-underscore spelling that prometheus_client >= 0.23 produces under OpenMetrics (and that the
-router's `/engine_metrics` produces) back to it.
+SGLang family names are given in their canonical colon form; `canonical_name` maps the underscore
+spelling that prometheus_client >= 0.23 produces under OpenMetrics (and that the router's
+`/engine_metrics` produces) back to it.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Final, NamedTuple
 
 SGLANG_PREFIX: Final = "sglang:"
 SGLANG_ALT_PREFIX: Final = "sglang_"
-
-# --- SGLang latency histograms, one per SLI -------------------------------------------------
-SLI_FAMILIES: Final[dict[str, str]] = {
-    "ttft": "sglang:time_to_first_token_seconds",
-    "tpot": "sglang:request_time_per_output_token_seconds",
-    "itl": "sglang:inter_token_latency_seconds",
-    "e2e": "sglang:e2e_request_latency_seconds",
-}
-SLIS: Final = tuple(SLI_FAMILIES)
-# The optional per-request SLO (requests meeting every target), from a request-log target, and the
-# latency SLIs a request's log line can be judged on (ITL is per token: no single verdict per request).
-GOODPUT_SLI: Final = "goodput"
-REQUEST_SLIS: Final = ("ttft", "tpot", "e2e")
-# Older SGLang (the docs sample) used this name for what is now ITL.
-LEGACY_TPOT_FAMILY: Final = "sglang:time_per_output_token_seconds"
-
-# Default buckets of SGLang 0.5.23 (metrics_collector.py); TPOT shares ITL's list.
-DEFAULT_BUCKETS: Final[dict[str, tuple[float, ...]]] = {
-    "ttft": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0),
-    "itl": (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-            0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0),
-    "e2e": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
-            400.0, 600.0, 1200.0, 1800.0, 2400.0),
-}
-DEFAULT_BUCKETS["tpot"] = DEFAULT_BUCKETS["itl"]
-
-# The SGLang launch flag that sets each SLI's buckets.
-BUCKET_FLAGS: Final[dict[str, str]] = {
-    "ttft": "--bucket-time-to-first-token",
-    "tpot": "--bucket-inter-token-latency",
-    "itl": "--bucket-inter-token-latency",
-    "e2e": "--bucket-e2e-request-latency",
-}
-
 # --- SGLang counters and gauges the engine uses ----------------------------------------------
 COUNTERS: Final[dict[str, str]] = {
     "requests_total": "sglang:num_requests_total",
@@ -69,28 +35,6 @@ GAUGES: Final[dict[str, str]] = {
     "num_decode_prealloc_queue_reqs": "sglang:num_decode_prealloc_queue_reqs",
     "num_decode_transfer_queue_reqs": "sglang:num_decode_transfer_queue_reqs",
 }
-# --- Which server roles feed which number ---------------------------------------------------
-# SGLang 0.5.23 (tokenizer_manager.collect_metrics; docs/reference/sglang_metrics.md §1.4): a PD request
-# passes a prefill and a decode server, and each records it. The prefill server records no TTFT, ITL or
-# TPOT, but it does record an E2E latency and the request/token counters, covering its part only. Every
-# per-request number is therefore taken where the request is answered, the unified (`server`) or
-# `decode` server, so each request counts once and E2E is the client's whole request. PD failures and
-# load gauges are per server and come from every engine role. Sidecar, rules, dashboards, analyzer and
-# emulator all read these.
-ENGINE_ROLES: Final = ("server", "prefill", "decode")
-REQUEST_ROLES: Final = ("server", "decode")
-SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {sli: REQUEST_ROLES for sli in SLI_FAMILIES}
-# PD failures are counted on the server that saw them (prefill or decode); the rest per request.
-COUNTER_ROLES: Final[dict[str, tuple[str, ...]]] = {
-    name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total", "retracted_total")
-    else REQUEST_ROLES
-    for name in COUNTERS
-}
-# What SGLang itself records on a PD prefill server (the emulator reproduces it): E2E only.
-PREFILL_RECORDED_SLIS: Final = ("e2e",)
-# A router's /engine_metrics merges its workers; their `engine_type` label tells prefill series apart.
-ENGINE_TYPE_LABEL: Final = "engine_type"
-PREFILL_ENGINE_TYPE: Final = "prefill"
 
 # Gauges that are ratios or per-rank averages: combine with max, not sum.
 RATIO_GAUGES: Final = frozenset({"token_usage", "cache_hit_rate", "spec_accept_length"})
@@ -265,65 +209,8 @@ CLIENT_CLOSED_SERIES: Final[dict[str, SeriesMatch | None]] = {
 # The sidecar's cumulative counters for them (snapshot `counters` keys; SGLang's is COUNTERS' own).
 GATEWAY_ANSWERED: Final = "gateway_answered_requests_total"
 GATEWAY_CLIENT_CLOSED: Final = "gateway_client_closed_requests_total"
-
 # The gateway's /engine_metrics merges every worker's /metrics and labels each series with its worker.
 WORKER_ADDR_LABEL: Final = "worker_addr"
-# SGLang labels every series with the server's engine type (DisaggregationMode.to_engine_type); the
-# sidecar's target role for each.
-ENGINE_TYPE_LABEL: Final = "engine_type"
-ENGINE_TYPE_ROLES: Final[dict[str, str]] = {"unified": "server", "prefill": "prefill", "decode": "decode"}
-
-# --- SLO windows and the SRE-workbook multi-window multi-burn-rate policy -------------------
-# Windows the sidecar computes itself; longer ones are Prometheus's job (generated rules).
-SIDECAR_WINDOWS: Final[dict[str, int]] = {"5m": 300, "30m": 1800, "1h": 3600, "6h": 21600}
-# A series absent longer than the longest sidecar window contributes nothing to any window: its
-# accumulator is retired (its value kept in its family's total), so label churn cannot grow memory.
-SERIES_EXPIRY_SECONDS: Final = max(SIDECAR_WINDOWS.values())
-# A target that changes between up and down more than once in this long is said once at its first change
-# and then in one summary line per interval (monitor/scrape/flapping.py), not one line per change.
-FLAP_SUMMARY_SECONDS: Final = 60.0
-# The recording (monitor/record/store.py) keeps every tick for `recording_full_resolution`, then one per
-# the windows' coarse step (60 s, as the sidecar holds them in memory: slo/windows.py) up to the longest
-# window and a margin, then one per the error budget's step (300 s): a restart restores the same windows.
-RECORDING_COARSE_STEP_SECONDS: Final = 60.0
-RECORDING_LONG_AFTER_SECONDS: Final = SERIES_EXPIRY_SECONDS + 120.0
-RECORDING_LONG_STEP_SECONDS: Final = 300.0
-RECORDING_MIN_FULL_RESOLUTION_SECONDS: Final = 420.0  # the windows' fine horizon: every snapshot is kept that long
-RULE_WINDOWS: Final[dict[str, int]] = {
-    "5m": 300, "30m": 1800, "1h": 3600, "2h": 7200, "6h": 21600, "1d": 86400, "3d": 259200,
-}
-# (severity, long window, short window, burn-rate factor): Google SRE workbook, ch. 5, table 5-8.
-BURN_RATE_ALERTS: Final = (
-    ("page", "1h", "5m", 14.4),
-    ("page", "6h", "30m", 6.0),
-    ("ticket", "1d", "2h", 3.0),
-    ("ticket", "3d", "6h", 1.0),
-)
-QUANTILES: Final = (0.5, 0.9, 0.99)
-# The SLO period a deployment may have (its error budget is computed over it in the generated rules).
-PERIOD_MIN_SECONDS: Final = 3600
-PERIOD_MAX_SECONDS: Final = 365 * 86400
-# What one config may ask for. A deployment's name becomes file names (alerts/rules/<name>.rules.yml,
-# ...; 255 bytes at most on Linux) and a label on every series. The biggest recipe has a few dozen
-# targets and the sidecar is measured at 400 (bench/RESULTS.md): beyond these, shard (docs/scale-out.md).
-MAX_NAME_CHARS: Final = 128
-MAX_TARGETS_PER_DEPLOYMENT: Final = 1_000
-MAX_DEPLOYMENTS: Final = 1_000
-MAX_TARGETS: Final = 10_000
-MAX_CONFIG_BYTES: Final = 8 * 1024 * 1024  # a config of 10,000 targets is ~1 MB
-
-
-def burn_thresholds_text() -> str:
-    """`page 14.4 (1h & 5m) and 6 (6h & 30m), ticket 3 (1d & 2h) and 1 (3d & 6h)` for panel descriptions."""
-    parts: dict[str, list[str]] = {}
-    for severity, long_w, short_w, factor in BURN_RATE_ALERTS:
-        parts.setdefault(severity, []).append(f"{factor:g} ({long_w} & {short_w})")
-    return ", ".join(f"{sev} {' and '.join(p)}" for sev, p in parts.items())
-
-
-PAGE_BURN_RATE: Final = max(f for sev, _, _, f in BURN_RATE_ALERTS if sev == "page")  # the fast page pair
-PAGE_BURN_RATE_SLOW: Final = min(f for sev, _, _, f in BURN_RATE_ALERTS if sev == "page")  # the slow one
-
 # --- What the sidecar exports --------------------------------------------------------------
 NS: Final = "slo_monitor"
 M_SLI_TARGET = f"{NS}_sli_target_seconds"
@@ -481,31 +368,6 @@ ALERT_ACCEL_MEMORY: Final = "AcceleratorMemoryNearlyFull"
 ALERT_ACCEL_TEMPERATURE: Final = "AcceleratorTemperatureHigh"
 ALERT_ACCEL_TELEMETRY_DOWN: Final = "AcceleratorTelemetryDown"
 ALERT_ACCEL_TELEMETRY_ABSENT: Final = "AcceleratorTelemetryAbsent"
-
-# Thresholds of the symptom alerts (the burn-rate ones are BURN_RATE_ALERTS above).
-KV_FULL_RATIO: Final = 0.95  # sglang:token_usage: new requests queue, running ones get retracted
-REGRESSION_FACTOR: Final = 1.5  # mean latency over the recipe's baseline
-# HBM above 95 %: the headroom SGLang leaves beyond --mem-fraction-static is gone (activation or graph
-# capture OOM next). 85 °C is NVIDIA's template default; Huawei publishes no number: a site knob.
-ACCEL_MEMORY_RATIO: Final = 0.95
-ACCEL_TEMPERATURE_CELSIUS: Final = 85.0
-
-# Post-incident analysis (monitor/analyze/diagnose.py): how far a demand or capacity signal must move from its
-# baseline, in the direction that hurts, before the verdict counts it (ratio of levels; an absolute step for
-# temperatures and ratios), and how much history a baseline needs before anything is compared with it.
-ANALYSIS_RATE_CHANGE: Final = 1.25  # prompt/output length, per-request decode speed, ITL
-# Arrivals are inferred (finished + change in the system) and Poisson: a 30 s mean of 1.5 req/s swings 15 %.
-ANALYSIS_ARRIVALS_CHANGE: Final = 1.5
-ANALYSIS_PREFILL_CHANGE: Final = 1.5  # prefill time per request, PD stages, KV transfer time
-ANALYSIS_ACCEPT_CHANGE: Final = 1.2  # speculative accept length
-ANALYSIS_KV_SHARE_CHANGE: Final = 2.5  # KV cache per running request (the cache shrank: more than prefill stalls)
-ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate, absolute
-ANALYSIS_CONSEQUENCE_CHANGE: Final = 1.5  # running, queue, KV usage, throughput: named as consequences from here
-ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 15.0  # a utilisation rise warms a chip less than this
-ANALYSIS_SMOOTH_SECONDS: Final = 30.0  # centred moving mean before levels are compared
-ANALYSIS_MIN_BASELINE_POINTS: Final = 6
-ANALYSIS_MIN_BASELINE_SECONDS: Final = 60.0
-
 SIDECAR_JOB: Final = "slo-monitor"
 # Labels the generated alerts set themselves (or take from the series): a deployment's own `labels:`
 # may not use these names, nor Prometheus's reserved `__` prefix.
@@ -544,46 +406,3 @@ def prom_name_regex(family: str, suffix: str = "") -> str:
     if family.startswith(SGLANG_PREFIX):
         return "sglang[:_]" + family[len(SGLANG_PREFIX):] + suffix
     return family + suffix
-
-
-def format_le(edge: float) -> str:
-    """The `le` string prometheus_client writes for a bucket edge (`0.1`, `1.0`, `+Inf`)."""
-    if edge == float("inf"):
-        return "+Inf"
-    return repr(float(edge))
-
-
-def window_seconds(window: str) -> int:
-    return RULE_WINDOWS.get(window) or parse_duration(window)
-
-
-_DURATION_UNITS = (("y", 31536000.0), ("w", 604800.0), ("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0),
-                   ("ms", 0.001))
-# Prometheus's own grammar (model.ParseDuration): units largest first, each at most once. The API renders
-# configured durations this way (`90s` comes back as `1m30s`, half a second as `500ms`).
-_DURATION_RE = re.compile("".join(rf"(?:(\d+){u}(?!s))?" if u == "m" else rf"(?:(\d+){u})?" for u, _ in _DURATION_UNITS))
-
-
-def parse_prometheus_duration(text: str) -> float:
-    """Any Prometheus duration (`30d`, `1m30s`, `500ms`) to seconds."""
-    m = _DURATION_RE.fullmatch(text.strip())
-    if not text.strip() or m is None or not any(m.groups()):
-        raise ValueError(f"not a duration like 30d, 6h, 5m, 90s or 1m30s: {text!r}")
-    return sum(int(g) * size for g, (_, size) in zip(m.groups(), _DURATION_UNITS) if g)
-
-
-def parse_duration(text: str) -> int:
-    """A whole-second Prometheus duration (`30d`, `6h`, `5m`, `90s`, `1h30m`) to seconds."""
-    seconds = parse_prometheus_duration(text)
-    if seconds != int(seconds):
-        raise ValueError(f"not a whole number of seconds: {text!r}")
-    return int(seconds)
-
-
-def format_duration(seconds: float) -> str:
-    """Seconds to the shortest exact Prometheus duration string."""
-    s = int(round(seconds))
-    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size and s % size == 0:
-            return f"{s // size}{unit}"
-    return f"{max(s, 1)}s"
