@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +25,7 @@ from monitor.conventions.policy import (
     PERIOD_MIN_SECONDS,
     RECORDING_MIN_FULL_RESOLUTION_SECONDS,
 )
-from monitor.conventions.slis import SLIS
+from monitor.conventions.slis import SLI_BY_KEY, SLI_RECORDS, SLIS
 from monitor.conventions.units import format_duration, parse_duration
 from monitor.escaping import LABEL_NAME_RE, excerpt, shorten
 from monitor.yaml_bounded import YamlLimitError, load_documents
@@ -195,10 +194,11 @@ class Deployment(_Strict):
     prefix_cache_hit: float | None = Field(default=None, ge=0, le=1)
     image_inputs: str | None = None
     quantization: str | None = None
-    tpot_target_seconds: float | None = Field(default=None, gt=0)
-    ttft_target_seconds: float | None = Field(default=None, gt=0)
-    itl_target_seconds: float | None = Field(default=None, gt=0)
-    e2e_target_seconds: float | None = Field(default=None, gt=0)
+    # One optional target per SLI record (`tpot_target_seconds`, ...): the SLI exists only when it is set.
+    for _sli in SLI_RECORDS:
+        __annotations__[_sli.target_field] = "float | None"
+        vars()[_sli.target_field] = Field(default=None, gt=0)
+    del _sli
     objective: float = Field(default=0.99, gt=0, lt=1)
     # Optional goodput SLO: this share of requests must succeed *and* meet every latency target
     # (computed per request from a request-log target). Usually below `objective`: meeting each
@@ -316,26 +316,12 @@ class Deployment(_Strict):
         """The gateway version the deployment runs (`gateway:` on its router targets; smg 1.13 unless said)."""
         return next((t.gateway for t in self.targets if t.gateway), DEFAULT_GATEWAY)
 
-    def engine_targets(self, roles: Iterable[str]) -> list[Target]:
-        """The targets whose SGLang series feed a number that SGLang records on `roles` (see
-        `conventions.SLI_ROLES`, `COUNTER_ROLES`, `ENGINE_ROLES`).
-
-        Direct server scrapes win; a router's merged `/engine_metrics` stands in only when none of
-        `roles` is scraped directly (both together would count every request twice). An engine-metrics
-        target with role `router` stands for all of the router's workers."""
-        wanted = set(roles)
-        direct = [t for t in self.targets if t.source == "sglang" and t.role in wanted]
-        if direct:
-            return direct
-        return [t for t in self.targets
-                if t.source == "router-engine-metrics" and (t.role in wanted or t.role == "router")]
-
     @property
     def has_request_log(self) -> bool:
         return any(t.source == "request-log" for t in self.targets)
 
     def target_seconds(self, sli: str) -> float | None:
-        return getattr(self, f"{sli}_target_seconds")
+        return getattr(self, SLI_BY_KEY[sli].target_field)
 
     @property
     def slis(self) -> list[str]:

@@ -11,9 +11,10 @@ import logging
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions.slis import ENGINE_ROLES
+from monitor.feeds import feed
 from monitor.parse.exposition import Exposition
 from monitor.parse.families import HistogramError
-from monitor.parse.gateway import router_summary, split_workers, worker_address
+from monitor.parse.gateway import router_summary, split_workers
 from monitor.redaction import redact
 from monitor.scrape.flapping import FlapDamper, FlapSummary
 from monitor.scrape.result import ScrapeResult
@@ -56,10 +57,7 @@ class Observations:
         self._worker_targets: dict[tuple[str, str], list[Target]] = {}
         self.flaps = FlapDamper()
         self._said_warnings: dict[tuple[str, str], list[str]] = {}  # per target, the warnings last logged
-        self._direct: dict[str, set[str]] = {
-            d.name: {worker_address(t.url) for t in d.targets if t.source == "sglang" and t.url}
-            for d in config.deployments
-        }
+        self._feeds = {d.name: feed(d, ENGINE_ROLES) for d in config.deployments}
 
     def carry_over(self, old: Observations, deployments: set[str]) -> None:
         """After a config reload: what `old` knew of the unchanged `deployments` (target statuses, latest
@@ -145,7 +143,7 @@ class Observations:
         direct: list[str] = []
         warnings: list[str] = []
         for addr, (role, samples) in sorted(split_workers(expo.selected).items()):
-            if addr and addr in self._direct[dep.name]:
+            if not self._feeds[dep.name].reads_worker(addr):
                 direct.append(addr)
                 continue
             part = target.model_copy(update={"role": role or fallback, "name": f"{target.id} worker {addr}"})

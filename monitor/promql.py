@@ -36,9 +36,18 @@ def matched_selector(metric: str, eq: dict[str, str], label_matchers: Iterable[t
     return selector(metric, groups["="], groups["=~"], groups["!="], groups["!~"])
 
 
+def split_matchers(label_matchers: Iterable[tuple[str, str, str]]) -> tuple[dict[str, str], dict[str, str],
+                                                                            dict[str, str]]:
+    """(label, op, value) matchers (op one of =~ != !~) as the builder's regex, not-equal and not-matching groups."""
+    groups: dict[str, dict[str, str]] = {"=~": {}, "!=": {}, "!~": {}}
+    for label, op, value in label_matchers:
+        groups[op][label] = value
+    return groups["=~"], groups["!="], groups["!~"]
+
+
 def sum_rate(metric: str, eq: dict[str, str], regex: dict[str, str], window: str, by: str = "deployment",
-             neq: dict[str, str] | None = None) -> str:
-    return f"sum by ({by}) (rate({selector(metric, eq, regex, neq)}[{window}]))"
+             neq: dict[str, str] | None = None, nregex: dict[str, str] | None = None) -> str:
+    return f"sum by ({by}) (rate({selector(metric, eq, regex, neq, nregex)}[{window}]))"
 
 
 def sum_rate_of(selected: str, window: str, by: str = "deployment") -> str:
@@ -54,41 +63,43 @@ def good_from_bad(total: str, bad: list[str]) -> str:
 
 
 def good_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
-              lower: str | None, upper: str | None, fraction: float, neq: dict[str, str] | None = None) -> str:
+              lower: str | None, upper: str | None, fraction: float, neq: dict[str, str] | None = None,
+              nregex: dict[str, str] | None = None) -> str:
     """Rate of good events: the `le` bucket, or a linear interpolation between two buckets."""
     bucket = family + "_bucket"
     if upper is None:
-        return sum_rate(bucket, {**eq, "le": lower or ""}, regex, window, neq=neq)
-    hi = sum_rate(bucket, {**eq, "le": upper}, regex, window, neq=neq)
+        return sum_rate(bucket, {**eq, "le": lower or ""}, regex, window, neq=neq, nregex=nregex)
+    hi = sum_rate(bucket, {**eq, "le": upper}, regex, window, neq=neq, nregex=nregex)
     if lower is None:  # target below the first edge: interpolate from 0
         return f"{format_number(fraction)} * {hi}"
-    lo = sum_rate(bucket, {**eq, "le": lower}, regex, window, neq=neq)
+    lo = sum_rate(bucket, {**eq, "le": lower}, regex, window, neq=neq, nregex=nregex)
     return f"{lo}\n+ {format_number(fraction)} * ({hi} - {lo})"
 
 
 def histogram_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
-                   neq: dict[str, str] | None = None, by: str = "deployment") -> str:
+                   neq: dict[str, str] | None = None, by: str = "deployment",
+                   nregex: dict[str, str] | None = None) -> str:
     """A native histogram's (NHCB) per-second rate summed by `by`: one histogram holding every bucket, the
     count and the sum (the series of one family share the deployment's bucket layout, so the sum adds)."""
-    return f"sum by ({by}) (rate({selector(family, eq, regex, neq)}[{window}]))"
+    return f"sum by ({by}) (rate({selector(family, eq, regex, neq, nregex)}[{window}]))"
 
 
 def nhcb_good_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str, target: float,
-                   neq: dict[str, str] | None = None) -> str:
+                   neq: dict[str, str] | None = None, nregex: dict[str, str] | None = None) -> str:
     """Good events per second from a native histogram with custom buckets: the share at or below `target`
     times the count. For a target on a bucket edge histogram_fraction sums the buckets up to that edge
     exactly (the edge's bucket is included whole, the next one not at all: what `_bucket{le}` counts); between
     edges it interpolates linearly inside the bucket, from 0 in the first one, as the classic rules do.
     The share is NaN without traffic: `> 0` drops it and `or` records 0 good events, as the classic rate does
     (a NaN would poison the period's sum_over_time)."""
-    hist = histogram_rate(family, eq, regex, window, neq)
+    hist = histogram_rate(family, eq, regex, window, neq, nregex=nregex)
     return (f"histogram_fraction(0, {format_number(target)}, {hist})\n* (histogram_count({hist}) > 0)\n"
             f"or histogram_count({hist})")
 
 
 def nhcb_count_rate(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
-                    neq: dict[str, str] | None = None) -> str:
-    return f"histogram_count({histogram_rate(family, eq, regex, window, neq)})"
+                    neq: dict[str, str] | None = None, nregex: dict[str, str] | None = None) -> str:
+    return f"histogram_count({histogram_rate(family, eq, regex, window, neq, nregex=nregex)})"
 
 
 def error_ratio(good: str, total: str) -> str:
@@ -98,12 +109,12 @@ def error_ratio(good: str, total: str) -> str:
 
 
 def mean_latency(family: str, eq: dict[str, str], regex: dict[str, str], window: str,
-                 neq: dict[str, str] | None = None, nhcb: bool = False) -> str:
+                 neq: dict[str, str] | None = None, nhcb: bool = False, nregex: dict[str, str] | None = None) -> str:
     if nhcb:
-        hist = histogram_rate(family, eq, regex, window, neq)
+        hist = histogram_rate(family, eq, regex, window, neq, nregex=nregex)
         return f"histogram_sum({hist})\n/ (histogram_count({hist}) > 0)"
-    return (f"{sum_rate(family + '_sum', eq, regex, window, neq=neq)}\n/ "
-            f"({sum_rate(family + '_count', eq, regex, window, neq=neq)} > 0)")
+    return (f"{sum_rate(family + '_sum', eq, regex, window, neq=neq, nregex=nregex)}\n/ "
+            f"({sum_rate(family + '_count', eq, regex, window, neq=neq, nregex=nregex)} > 0)")
 
 
 def per_rank_total(metric: str, eq: dict[str, str], regex: dict[str, str]) -> str:

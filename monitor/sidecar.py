@@ -25,7 +25,7 @@ from monitor.conventions.policy import (
     RECORDING_LONG_AFTER_SECONDS,
     RECORDING_LONG_STEP_SECONDS,
 )
-from monitor.conventions.slis import DEFAULT_BUCKETS
+from monitor.conventions.slis import SLI_BY_KEY
 from monitor.conventions.units import parse_duration
 from monitor.export import prometheus
 from monitor.export.connections import ConnectionGuard
@@ -485,7 +485,7 @@ def say_off_edge_targets(config: Config) -> None:
         for sli in dep.slis:
             target = dep.target_seconds(sli)
             assert target is not None
-            flag = fix_flag_for(sli, target, tuple(dep.buckets.get(sli) or DEFAULT_BUCKETS[sli]))
+            flag = fix_flag_for(sli, target, tuple(dep.buckets.get(sli) or SLI_BY_KEY[sli].buckets))
             if flag is None:
                 continue
             whose = "the buckets its config declares" if sli in dep.buckets else "SGLang's default buckets"

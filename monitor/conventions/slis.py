@@ -2,63 +2,101 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from monitor.conventions.names import COUNTERS
 
-# --- SGLang latency histograms, one per SLI -------------------------------------------------
-SLI_FAMILIES: Final[dict[str, str]] = {
-    "ttft": "sglang:time_to_first_token_seconds",
-    "tpot": "sglang:request_time_per_output_token_seconds",
-    "itl": "sglang:inter_token_latency_seconds",
-    "e2e": "sglang:e2e_request_latency_seconds",
-}
-SLIS: Final = tuple(SLI_FAMILIES)
-# The optional per-request SLO (requests meeting every target), from a request-log target, and the
-# latency SLIs a request's log line can be judged on (ITL is per token: no single verdict per request).
-GOODPUT_SLI: Final = "goodput"
-REQUEST_SLIS: Final = ("ttft", "tpot", "e2e")
-# Older SGLang (the docs sample) used this name for what is now ITL.
-LEGACY_TPOT_FAMILY: Final = "sglang:time_per_output_token_seconds"
-
-# Default buckets of SGLang 0.5.23 (metrics_collector.py); TPOT shares ITL's list.
-DEFAULT_BUCKETS: Final[dict[str, tuple[float, ...]]] = {
-    "ttft": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0),
-    "itl": (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-            0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0),
-    "e2e": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
-            400.0, 600.0, 1200.0, 1800.0, 2400.0),
-}
-DEFAULT_BUCKETS["tpot"] = DEFAULT_BUCKETS["itl"]
-
-# The SGLang launch flag that sets each SLI's buckets.
-BUCKET_FLAGS: Final[dict[str, str]] = {
-    "ttft": "--bucket-time-to-first-token",
-    "tpot": "--bucket-inter-token-latency",
-    "itl": "--bucket-inter-token-latency",
-    "e2e": "--bucket-e2e-request-latency",
-}
 # --- Which server roles feed which number ---------------------------------------------------
 # SGLang 0.5.23 (tokenizer_manager.collect_metrics; docs/reference/sglang_metrics.md §1.4): a PD request
 # passes a prefill and a decode server, and each records it. The prefill server records no TTFT, ITL or
 # TPOT, but it does record an E2E latency and the request/token counters, covering its part only. Every
 # per-request number is therefore taken where the request is answered, the unified (`server`) or
 # `decode` server, so each request counts once and E2E is the client's whole request. PD failures and
-# load gauges are per server and come from every engine role. Sidecar, rules, dashboards, analyzer and
-# emulator all read these.
+# load gauges are per server and come from every engine role. `monitor.feeds` applies these to a
+# deployment's targets (sidecar, rules, dashboards, analyzer alike).
 ENGINE_ROLES: Final = ("server", "prefill", "decode")
 REQUEST_ROLES: Final = ("server", "decode")
-SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {sli: REQUEST_ROLES for sli in SLI_FAMILIES}
+# Where a request waits for its first forward: the unified server, or a PD pair's prefill server (the
+# decode server's own queue time is the KV-arrival wait, its `decode_waiting` stage, not the client's queue).
+ADMISSION_ROLES: Final = ("server", "prefill")
+
+
+@dataclass(frozen=True)
+class SLI:
+    """Everything the project knows about one latency SLI: sidecar, rules, dashboards, analyzer, OpenSLO and
+    Sloth, status table and emulator all read it from here. A deployment has the SLI when its
+    `<key>_target_seconds` is set."""
+
+    key: str
+    family: str  # SGLang's histogram, canonical colon spelling
+    buckets: tuple[float, ...]  # SGLang 0.5.23's default edges (metrics_collector.py)
+    bucket_flag: str | None  # the launch flag that sets them (None: fixed in SGLang 0.5.23)
+    title: str
+    long_name: str
+    counts: str  # what one observation is: "requests" or "output tokens" (ITL is token-weighted)
+    roles: tuple[str, ...] = REQUEST_ROLES  # the server roles whose observations count
+    prefill_records: bool = False  # a PD prefill server exposes it too (counted only if "prefill" in roles)
+    request_log: bool = False  # one SGLang request-log line judges it (goodput)
+
+    @property
+    def target_field(self) -> str:
+        """The deployment's config field that sets the SLI's target."""
+        return f"{self.key}_target_seconds"
+
+
+_LATENCY_EDGES = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
+                  400.0)
+_TOKEN_EDGES = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+                0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
+_ITL_FLAG = "--bucket-inter-token-latency"  # sets TPOT's buckets too
+SLI_RECORDS: Final = (
+    SLI("ttft", "sglang:time_to_first_token_seconds", _LATENCY_EDGES, "--bucket-time-to-first-token",
+        "TTFT", "time to first token", "requests", request_log=True),
+    SLI("tpot", "sglang:request_time_per_output_token_seconds", _TOKEN_EDGES, _ITL_FLAG,
+        "TPOT", "time per output token", "requests", request_log=True),
+    SLI("itl", "sglang:inter_token_latency_seconds", _TOKEN_EDGES, _ITL_FLAG,
+        "ITL", "inter-token latency", "output tokens"),
+    SLI("e2e", "sglang:e2e_request_latency_seconds",
+        (*_LATENCY_EDGES, 600.0, 1200.0, 1800.0, 2400.0), "--bucket-e2e-request-latency",
+        "E2E latency", "end-to-end request latency", "requests", prefill_records=True, request_log=True),
+    # One sample per request, the wait from the scheduler's waiting queue to its first forward
+    # (req_time_stats.set_forward_entry_time); recorded by every role, counted where the request is admitted.
+    SLI("queue_time", "sglang:queue_time_seconds",
+        (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+         60.0, 70.0, 80.0, 90.0, 100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0, 1200.0,
+         1400.0, 1600.0, 1800.0, 2000.0, 2500.0, 3000.0),
+        None, "Queue time", "time queued before the first forward", "requests", roles=ADMISSION_ROLES,
+        prefill_records=True),
+)
+SLI_BY_KEY: Final[dict[str, SLI]] = {s.key: s for s in SLI_RECORDS}
+SLIS: Final = tuple(SLI_BY_KEY)
+# Views of the records that many readers want whole.
+SLI_FAMILIES: Final[dict[str, str]] = {s.key: s.family for s in SLI_RECORDS}
+DEFAULT_BUCKETS: Final[dict[str, tuple[float, ...]]] = {s.key: s.buckets for s in SLI_RECORDS}
+SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {s.key: s.roles for s in SLI_RECORDS}
+# The latency SLIs a request's log line can be judged on (ITL is per token: no single verdict per request).
+REQUEST_SLIS: Final = tuple(s.key for s in SLI_RECORDS if s.request_log)
+# What SGLang itself exposes on a PD prefill server (the emulator reproduces it).
+PREFILL_RECORDED_SLIS: Final = tuple(s.key for s in SLI_RECORDS if s.prefill_records)
+# The optional per-request SLO (requests meeting every target), from a request-log target.
+GOODPUT_SLI: Final = "goodput"
+# Older SGLang (the docs sample) used this name for what is now ITL.
+LEGACY_TPOT_FAMILY: Final = "sglang:time_per_output_token_seconds"
+
+
+def sharing_flag(sli: str) -> list[str]:
+    """The other SLIs whose buckets the same launch flag sets (TPOT and ITL share one)."""
+    flag = SLI_BY_KEY[sli].bucket_flag
+    return [s.key for s in SLI_RECORDS if flag is not None and s.bucket_flag == flag and s.key != sli]
+
+
 # PD failures are counted on the server that saw them (prefill or decode); the rest per request.
 COUNTER_ROLES: Final[dict[str, tuple[str, ...]]] = {
     name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total", "retracted_total")
     else REQUEST_ROLES
     for name in COUNTERS
 }
-# What SGLang itself records on a PD prefill server (the emulator reproduces it): E2E only.
-PREFILL_RECORDED_SLIS: Final = ("e2e",)
-# A router's /engine_metrics merges its workers; their `engine_type` label tells prefill series apart.
-ENGINE_TYPE_LABEL: Final = "engine_type"
 PREFILL_ENGINE_TYPE: Final = "prefill"
 
 # SGLang labels every series with the server's engine type (DisaggregationMode.to_engine_type); the

@@ -17,10 +17,10 @@ from typing import Any
 from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.names import GAUGES
-from monitor.conventions.slis import REQUEST_ROLES, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.slis import REQUEST_ROLES, SLI_BY_KEY
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
-from monitor.generate.plan import engine_exclusions, engine_selector
+from monitor.generate.plan import engine_matchers
 from monitor.generate.rules import alert, extra_labels, record
 from monitor.promql import format_number, mean_latency, per_rank_total, selector
 
@@ -34,9 +34,9 @@ def leading_rules(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
         return []
     eq = {"deployment": dep.name}
     window = opts.duration(names.TPOT_LEADING_WINDOW)
-    itl = mean_latency(SLI_FAMILIES["itl"], eq, engine_selector(dep, SLI_ROLES["itl"]), window,
-                       engine_exclusions(dep, SLI_ROLES["itl"]), opts.nhcb)
-    ranks = engine_selector(dep, REQUEST_ROLES)
+    regex, neq, nregex = engine_matchers(dep, SLI_BY_KEY["itl"].roles)
+    itl = mean_latency(SLI_BY_KEY["itl"].family, eq, regex, window, neq, opts.nhcb, nregex)
+    ranks = engine_matchers(dep, REQUEST_ROLES)[0]
     running = per_rank_total(GAUGES["num_running_reqs"], eq, ranks)
     generated = per_rank_total(GAUGES["gen_throughput"], eq, ranks)
     per_token = f"sum by (deployment) ({running})\n/ (sum by (deployment) ({generated}) > 0)"

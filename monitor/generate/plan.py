@@ -13,29 +13,12 @@ from monitor.conventions.names import (
     LOG_FINISHED_TOTAL,
     AvailabilitySeries,
 )
-from monitor.conventions.slis import (
-    BUCKET_FLAGS,
-    DEFAULT_BUCKETS,
-    ENGINE_ROLES,
-    ENGINE_TYPE_LABEL,
-    GOODPUT_SLI,
-    PREFILL_ENGINE_TYPE,
-    REQUEST_SLIS,
-    SLI_FAMILIES,
-)
+from monitor.conventions.slis import ENGINE_ROLES, GOODPUT_SLI, REQUEST_SLIS, SLI, SLI_BY_KEY, sharing_flag
 from monitor.conventions.units import format_le
+from monitor.feeds import feed
 from monitor.generate.options import Options
-from monitor.promql import format_number
+from monitor.promql import format_number, split_matchers
 
-SLI_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
-SLI_LONG = {
-    "ttft": "time to first token",
-    "tpot": "time per output token",
-    "itl": "inter-token latency",
-    "e2e": "end-to-end request latency",
-}
-# ITL's histogram is token-weighted (one bucket increment per output token); the others per request.
-SLI_UNIT = {"ttft": "requests", "tpot": "requests", "itl": "output tokens", "e2e": "requests"}
 # Prometheus' exported sample names (prometheus-client) of each scraped source, by role.
 SCRAPED_SOURCES = ("sglang", "router", "router-engine-metrics", "npu-exporter", "dcgm")
 
@@ -73,12 +56,16 @@ class SLIPlan:
         return 0.0 if not self.approximate else (self.target - self.lower) / (self.upper - self.lower)
 
     @property
+    def record(self) -> SLI:
+        return SLI_BY_KEY[self.sli]
+
+    @property
     def title(self) -> str:
-        return SLI_TITLES[self.sli]
+        return self.record.title
 
     @property
     def long_name(self) -> str:
-        return SLI_LONG[self.sli]
+        return self.record.long_name
 
     @property
     def sli_metric(self) -> str:
@@ -87,7 +74,7 @@ class SLIPlan:
 
     def describe(self) -> str:
         pct = format_number(round(self.objective * 100, 6))
-        return (f"{pct}% of {SLI_UNIT[self.sli]} with {SLI_LONG[self.sli]} <= {format_number(self.target)}s")
+        return f"{pct}% of {self.record.counts} with {self.record.long_name} <= {format_number(self.target)}s"
 
     def approximation_note(self, nhcb: bool = False) -> str:
         if not self.approximate:
@@ -133,7 +120,7 @@ class GoodputPlan:
 
     def describe(self) -> str:
         pct = format_number(round(self.objective * 100, 6))
-        met = " and ".join(f"{SLI_TITLES[s]} <= {format_number(t)}s" for s, t in self.targets.items())
+        met = " and ".join(f"{SLI_BY_KEY[s].title} <= {format_number(t)}s" for s, t in self.targets.items())
         return f"{pct}% of requests succeeding" + (f" with {met}" if met else "")
 
 
@@ -192,14 +179,16 @@ def availability_plan(dep: Deployment) -> AvailabilityPlan | None:
 
 
 def edges_for(dep: Deployment, sli: str) -> tuple[float, ...]:
-    return tuple(dep.buckets.get(sli) or DEFAULT_BUCKETS[sli])
+    return tuple(dep.buckets.get(sli) or SLI_BY_KEY[sli].buckets)
 
 
 def bucket_fix(plan: SLIPlan) -> str:
     values = sorted({*plan.edges, plan.target})
-    flag = BUCKET_FLAGS[plan.sli]
-    shared = " (this flag also sets the TPOT buckets)" if plan.sli == "itl" else ""
-    shared = " (this flag also sets the ITL buckets)" if plan.sli == "tpot" else shared
+    flag = plan.record.bucket_flag
+    if flag is None:  # SGLang 0.5.23 fixes these edges in its collector
+        return (f"choose a target on one of SGLang's fixed edges of {plan.family} (no launch flag sets them), or "
+                f"interpolate")
+    shared = "".join(f" (this flag also sets the {SLI_BY_KEY[o].title} buckets)" for o in sharing_flag(plan.sli))
     return (f"relaunch SGLang with `{flag} {' '.join(format_number(v) for v in values)}`{shared} and set "
             f"`buckets: {{{plan.sli}: [...]}}` for deployment {plan.deployment} to the same list")
 
@@ -210,10 +199,10 @@ def resolve_sli(dep: Deployment, sli: str, approximate: bool) -> SLIPlan:
     edges = edges_for(dep, sli)
     for edge in edges:
         if abs(edge - target) <= 1e-9 * max(1.0, abs(target)):
-            return SLIPlan(dep.name, sli, SLI_FAMILIES[sli], target, dep.objective, edges, edge, edge)
+            return SLIPlan(dep.name, sli, SLI_BY_KEY[sli].family, target, dep.objective, edges, edge, edge)
     above = [e for e in edges if e > target]
     below = [e for e in edges if e < target]
-    plan = SLIPlan(dep.name, sli, SLI_FAMILIES[sli], target, dep.objective, edges,
+    plan = SLIPlan(dep.name, sli, SLI_BY_KEY[sli].family, target, dep.objective, edges,
                    below[-1] if below else 0.0, above[0] if above else float("inf"))
     if not above:
         raise GenerateError(
@@ -239,15 +228,8 @@ def scraped_roles(dep: Deployment) -> list[str]:
     return sorted({t.role for t in dep.targets if t.source in SCRAPED_SOURCES})
 
 
-def engine_selector(dep: Deployment, roles: tuple[str, ...] = ENGINE_ROLES) -> dict[str, str]:
-    """Label matchers (name -> regex) for the SGLang series of `dep` that feed a number SGLang records
-    on `roles` (the same targets the sidecar reads: `Deployment.engine_targets`)."""
-    found = sorted({t.role for t in dep.engine_targets(roles)})
-    return {"role": "|".join(found or [r for r in ENGINE_ROLES if r in roles])}
-
-
-def engine_exclusions(dep: Deployment, roles: tuple[str, ...] = ENGINE_ROLES) -> dict[str, str]:
-    """`!=` matchers: inside a router's merged /engine_metrics, the prefill workers' series when
-    `roles` excludes prefill (they record prefill-only E2E and would count each PD request twice)."""
-    merged = any(t.source == "router-engine-metrics" for t in dep.engine_targets(roles))
-    return {ENGINE_TYPE_LABEL: PREFILL_ENGINE_TYPE} if merged and "prefill" not in roles else {}
+def engine_matchers(dep: Deployment, roles: tuple[str, ...] = ENGINE_ROLES) -> tuple[dict[str, str], dict[str, str],
+                                                                               dict[str, str]]:
+    """(regex, not-equal, not-matching) label matchers for the SGLang series of `dep` that feed a number
+    SGLang records on `roles`: `monitor.feeds`, the same targets and workers the sidecar reads."""
+    return split_matchers(feed(dep, roles).matchers)

@@ -18,17 +18,18 @@ from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.names import GAUGES, TPOT_LEADING_SOURCES
 from monitor.conventions.policy import BURN_RATE_ALERTS
-from monitor.conventions.slis import REQUEST_ROLES, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.slis import REQUEST_ROLES, SLI_BY_KEY, SLI_FAMILIES
 from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import matchers
+from monitor.feeds import feed
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
 from monitor.generate.plan import (
     AvailabilityPlan,
     GoodputPlan,
     Plan,
+    SLIPlan,
     edges_for,
-    engine_selector,
     scraped_roles,
 )
 from monitor.generate.rules import burn_alerts, burn_factor
@@ -195,8 +196,8 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     if rule is None or dep.tpot_target_seconds is None:
         return []
     target = dep.tpot_target_seconds
-    itl_role = engine_selector(dep, SLI_ROLES["itl"])["role"].split("|")[0]
-    rank_role = engine_selector(dep, REQUEST_ROLES)["role"].split("|")[0]
+    itl_role = feed(dep, SLI_BY_KEY["itl"].roles).target_roles[0]
+    rank_role = feed(dep, REQUEST_ROLES).target_roles[0]
     itl = {"deployment": dep.name, "role": itl_role}
     rank = {"deployment": dep.name, "role": rank_role, "instance": "10.0.0.1:30000", "tp_rank": "0"}
     step, tokens, running, steps = "15s", 150, 8, 24
@@ -277,7 +278,6 @@ def _gateway_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
 
 
 def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str, Any]:
-    role = engine_selector(dep, REQUEST_ROLES)["role"].split("|")[0]  # a role whose series feed the SLIs
     period = parse_duration(dep.period)
     pairs = {sev: {(lw, sw) for s, lw, sw, f in BURN_RATE_ALERTS if s == sev} for sev in ("page", "ticket")}
 
@@ -287,6 +287,8 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
 
     tests = []
     for plan in plans:
+        # A role whose series feed the SLI (goodput and availability read their own series, not a role's).
+        role = feed(dep, SLI_BY_KEY[plan.sli].roles if isinstance(plan, SLIPlan) else REQUEST_ROLES).target_roles[0]
         # A constant error ratio gives the same value in every window that holds >= 2 samples, so 64
         # minutes (a full 1h window) decides every pair; longer simulations only cost test time.
         for name, multiple, minutes in (("fast burn pages", 20.0, 64), ("medium burn pages via 6h/30m only", 10.0, 64),

@@ -21,7 +21,7 @@ from typing import Any
 from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.policy import BURN_RATE_ALERTS, RULE_WINDOWS
-from monitor.conventions.slis import SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.slis import SLI_RECORDS
 from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
@@ -30,8 +30,7 @@ from monitor.generate.plan import (
     GoodputPlan,
     Plan,
     SLIPlan,
-    engine_exclusions,
-    engine_selector,
+    engine_matchers,
 )
 from monitor.promql import (
     error_ratio,
@@ -86,18 +85,17 @@ def good_and_total(dep: Deployment, plan: Plan, w: str, nhcb: bool = False) -> t
         total = sum_rate_of(matched_selector(spec.total.family, router, spec.total.matchers), w)
         bad = [sum_rate_of(matched_selector(m.family, router, m.matchers), w) for m in spec.bad]
         return good_from_bad(total, bad), total
-    roles = SLI_ROLES[plan.sli]
-    regex, neq = engine_selector(dep, roles), engine_exclusions(dep, roles)
+    regex, neq, nregex = engine_matchers(dep, plan.record.roles)
     if nhcb:  # histogram_fraction interpolates a non-edge target the way good_rate does below
-        return (nhcb_good_rate(plan.family, eq, regex, w, plan.target, neq),
-                nhcb_count_rate(plan.family, eq, regex, w, neq))
+        return (nhcb_good_rate(plan.family, eq, regex, w, plan.target, neq, nregex),
+                nhcb_count_rate(plan.family, eq, regex, w, neq, nregex))
     if not plan.approximate:
         lower, upper = plan.le, None
     else:
         lower = None if plan.lower == 0 else format_le(plan.lower)
         upper = format_le(plan.upper)
-    return (good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9), neq),
-            sum_rate(plan.family + "_count", eq, regex, w, neq=neq))
+    return (good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9), neq, nregex),
+            sum_rate(plan.family + "_count", eq, regex, w, neq=neq, nregex=nregex))
 
 
 def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
@@ -142,10 +140,13 @@ def latency_means(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     """Mean latency from `_sum/_count` (NHCB: histogram_sum/histogram_count) for every family (dashboards,
     baseline-regression alerts)."""
     eq = {"deployment": dep.name}
-    return [record(names.latency_mean(window),
-                   mean_latency(family, eq, engine_selector(dep, SLI_ROLES[sli]), opts.duration(window),
-                                engine_exclusions(dep, SLI_ROLES[sli]), opts.nhcb), {"sli": sli})
-            for window in ("5m", "30m") for sli, family in SLI_FAMILIES.items()]
+    out = []
+    for window in ("5m", "30m"):
+        for sli in SLI_RECORDS:
+            regex, neq, nregex = engine_matchers(dep, sli.roles)
+            out.append(record(names.latency_mean(window), mean_latency(
+                sli.family, eq, regex, opts.duration(window), neq, opts.nhcb, nregex), {"sli": sli.key}))
+    return out
 
 
 def burn_annotations(dep: Deployment, plan: Plan, severity: str, long_w: str, short_w: str, factor: float,

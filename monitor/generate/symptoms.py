@@ -13,7 +13,7 @@ from monitor.escaping import template_literal
 from monitor.generate.gateway import gateway_alerts
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
-from monitor.generate.plan import engine_selector, scraped_roles
+from monitor.generate.plan import engine_matchers, scraped_roles
 from monitor.generate.rules import alert, extra_labels, latency_means, record
 from monitor.promql import format_number, per_rank_total, selector
 
@@ -31,7 +31,7 @@ def _ann(summary: str, description: str, runbook: str) -> dict[str, str]:
 def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     d = template_literal(dep.name)
     eq = {"deployment": dep.name}
-    engine = engine_selector(dep)
+    engine = engine_matchers(dep)[0]
     base = {**extra_labels(dep), "deployment": dep.name}
     rec: list[dict[str, Any]] = [
         record(names.QUEUE, per_rank_total(GAUGES["num_queue_reqs"], eq, engine), {}),
@@ -80,7 +80,7 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
                                 (names.ALERT_PD_BOOTSTRAP, "bootstrap_failed_total", "bootstrap")):
             counter = COUNTERS[key]
             roles = COUNTER_ROLES[key]
-            failed = selector(counter, eq, engine_selector(dep, roles))
+            failed = selector(counter, eq, engine_matchers(dep, roles)[0])
             rules.append(alert(
                 name, f"sum by (deployment, role) (increase({failed}[{opts.duration('5m')}])) > 0",
                 opts.duration("1m"), {**base, "severity": "page"},

@@ -20,17 +20,14 @@ from pydantic import ValidationError
 
 from monitor.config import Config, ConfigError, Deployment, format_validation_error
 from monitor.conventions.names import AVAILABILITY_SLI, GOODPUT_REQUESTS_TOTAL
-from monitor.conventions.slis import GOODPUT_SLI, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.slis import GOODPUT_SLI, SLI_FAMILIES
 from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import excerpt, shorten, yaml_text
 from monitor.generate.plan import (
-    SLI_LONG,
-    SLI_TITLES,
     AvailabilityPlan,
     GoodputPlan,
     availability_plan,
-    engine_exclusions,
-    engine_selector,
+    engine_matchers,
     goodput_plan,
     resolve_sli,
 )
@@ -66,11 +63,11 @@ def _carried(dep: Deployment) -> dict[str, Any]:
 def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
     plan = resolve_sli(dep, sli, approximate=True)
     eq = {"deployment": dep.name}
-    regex, neq = engine_selector(dep, SLI_ROLES[sli]), engine_exclusions(dep, SLI_ROLES[sli])
+    regex, neq, nregex = engine_matchers(dep, plan.record.roles)
     # An interpolated target has no bucket of its own: count the edge below it (conservative).
     good_le = plan.le if not plan.approximate or plan.lower > 0 else format_le(plan.upper)
-    good = selector(plan.family + "_bucket", {**eq, "le": good_le}, regex, neq)
-    total = selector(plan.family + "_count", eq, regex, neq)
+    good = selector(plan.family + "_bucket", {**eq, "le": good_le}, regex, neq, nregex)
+    total = selector(plan.family + "_count", eq, regex, neq, nregex)
     pct = format_number(round(dep.objective * 100, 6))
     annotations = {A_TARGET: format_number(plan.target), A_DEPLOYMENT: json.dumps(_carried(dep), sort_keys=True)}
     if plan.approximate:
@@ -80,13 +77,13 @@ def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
         "kind": "SLO",
         "metadata": {
             "name": object_name(dep.name, sli),
-            "displayName": f"{dep.name} {SLI_TITLES[sli]}",
+            "displayName": f"{dep.name} {plan.title}",
             "labels": {"deployment": dep.name, "sli": sli},
             "annotations": annotations,
         },
         "spec": {
             "description": f"{pct}% of requests of {dep.name} ({dep.model} on {dep.hardware}) with "
-                           f"{SLI_LONG[sli]} <= {format_number(plan.target)}s over {dep.period}",
+                           f"{plan.long_name} <= {format_number(plan.target)}s over {dep.period}",
             "service": dep.name,
             "indicator": {
                 "metadata": {"name": object_name(dep.name, sli, "sli")},
@@ -98,7 +95,7 @@ def slo_document(dep: Deployment, sli: str) -> dict[str, Any]:
             },
             "timeWindow": [{"duration": dep.period, "isRolling": True}],
             "budgetingMethod": "Occurrences",
-            "objectives": [{"displayName": f"{SLI_TITLES[sli]} <= {format_number(plan.target)}s",
+            "objectives": [{"displayName": f"{plan.title} <= {format_number(plan.target)}s",
                             "target": dep.objective}],
         },
     }

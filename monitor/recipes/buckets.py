@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.conventions.slis import BUCKET_FLAGS, DEFAULT_BUCKETS
+from monitor.conventions.slis import SLI_BY_KEY
 
 
 def is_edge(target: float, edges: tuple[float, ...] | list[float]) -> bool:
@@ -19,12 +19,12 @@ def format_edge(edge: float) -> str:
 
 
 def flag_for(sli: str, edges: list[float]) -> str:
-    return f"{BUCKET_FLAGS[sli]} " + " ".join(format_edge(e) for e in edges)
+    return f"{SLI_BY_KEY[sli].bucket_flag} " + " ".join(format_edge(e) for e in edges)
 
 
 def tpot_advice(target: float) -> tuple[list[float], str] | None:
     """(recommended TPOT/ITL edges, flag) when `target` is not a default TPOT bucket edge."""
-    defaults = DEFAULT_BUCKETS["tpot"]
+    defaults = SLI_BY_KEY["tpot"].buckets
     if is_edge(target, defaults):
         return None
     edges = with_edge(target, defaults)

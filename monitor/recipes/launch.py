@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor.conventions.slis import SLI_RECORDS
 from monitor.recipes.commands import Command
 
 ROUTER_PROMETHEUS_PORT = 29000  # sglang-router 0.3.2 default (--prometheus-port)
@@ -38,7 +39,7 @@ _SERVER_SWITCHES = (
     ("--disable-radix-cache", "disable_radix_cache"),
     ("--enable-metrics-for-all-schedulers", "enable_metrics_for_all_schedulers"),
 )
-_BUCKET_FLAGS = ("--bucket-time-to-first-token", "--bucket-inter-token-latency", "--bucket-e2e-request-latency")
+_BUCKET_FLAGS = tuple(dict.fromkeys(s.bucket_flag for s in SLI_RECORDS if s.bucket_flag))
 
 
 def _typed(cmd: Command, flag: str, kind: type) -> Any:

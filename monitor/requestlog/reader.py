@@ -22,6 +22,7 @@ from prometheus_client.core import Metric
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions.policy import SIDECAR_WINDOWS
+from monitor.conventions.slis import REQUEST_SLIS
 from monitor.requestlog.export import TargetCounts, request_log_families
 from monitor.requestlog.goodput import WindowGoodput, pack, summarize
 from monitor.requestlog.records import RecordError, evaluate, parse_line, request_targets
@@ -141,7 +142,7 @@ class RequestLogReader:
         changed = False
         for tl in self.targets:
             dep = self.deployments[tl.deployment]
-            targets = request_targets({s: dep.target_seconds(s) for s in ("ttft", "tpot", "e2e")})
+            targets = request_targets({s: dep.target_seconds(s) for s in REQUEST_SLIS})
             buf = self.requests[tl.deployment]
             ev = tl.tailer.poll(horizon)
             for name in ev.truncated:
@@ -178,7 +179,7 @@ class RequestLogReader:
         for name, buf in self.requests.items():
             buf.prune(horizon)
             dep = self.deployments[name]
-            slis = tuple(request_targets({s: dep.target_seconds(s) for s in ("ttft", "tpot", "e2e")}))
+            slis = tuple(request_targets({s: dep.target_seconds(s) for s in REQUEST_SLIS}))
             self.summaries[name] = summarize(buf.ts, buf.masks, now, slis, self.windows)
         if changed:
             self.save()

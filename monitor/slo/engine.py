@@ -1,7 +1,7 @@
 """Per-deployment SLO engine: parsed scrapes in, DeploymentState out. No I/O.
 
-Which servers feed which number is `conventions.SLI_ROLES` / `COUNTER_ROLES` by the role of the target
-observed: a PD request is counted on the decode server that answers it, never again on its prefill
+Which servers feed which number is `monitor.feeds` (an SLI record's roles, `COUNTER_ROLES`) by the role of the
+target observed: a PD request is counted on the decode server that answers it, never again on its prefill
 server. A gateway's merged /engine_metrics arrives here one worker at a time, each with the role its
 `engine_type` names (`monitor.observations`). Load gauges come from every target. A gateway's own listener
 feeds the availability SLI's two counters (which of its series count is its version's:
@@ -25,8 +25,9 @@ from monitor.conventions.names import (
     TPOT_LEADING_WINDOW,
 )
 from monitor.conventions.policy import SERIES_EXPIRY_SECONDS, SIDECAR_WINDOWS
-from monitor.conventions.slis import COUNTER_ROLES, SLI_FAMILIES, SLI_ROLES
+from monitor.conventions.slis import COUNTER_ROLES, SLI_FAMILIES, SLI_RECORDS
 from monitor.conventions.units import parse_duration
+from monitor.feeds import feed
 from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
 from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway
@@ -64,6 +65,9 @@ class DeploymentEngine:
         self.store = store or SnapshotStore(long_horizon=float(deployment.period_seconds))
         self.book = SeriesBook()
         self._hist_keys: dict[str, set[tuple]] = {sli: set() for sli in SLI_FAMILIES}
+        # Which roles' series count for each SLI and counter (the generator's selectors use the same feeds).
+        self._sli_feeds = {s.key: feed(deployment, s.roles) for s in SLI_RECORDS}
+        self._counter_feeds = {c: feed(deployment, COUNTER_ROLES[c]) for c in COUNTERS}
         self._counter_keys: dict[str, set[tuple]] = {c: set() for c in COUNTERS}
         # The gateway's series by what they count: (target, family, labels) counting the availability SLI's
         # requests and failed requests, and the answers and the client-closed answers (smg 1.13).
@@ -101,7 +105,7 @@ class DeploymentEngine:
         empty: list[Sample] = []
         hists: list[tuple[str, HistogramSeries]] = []
         for sli, family in SLI_FAMILIES.items():
-            if target.role not in SLI_ROLES[sli]:
+            if not self._sli_feeds[sli].counts(target.role):
                 continue  # e.g. a PD prefill server: its E2E covers its part of the request only
             own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
                    *by_name.get(family + "_count", empty)]
@@ -119,7 +123,7 @@ class DeploymentEngine:
                 resets += 1
             self._hist_keys[sli].add(key)
         for cname, family in COUNTERS.items():
-            if target.role not in COUNTER_ROLES[cname]:
+            if not self._counter_feeds[cname].counts(target.role):
                 continue
             for s in by_name.get(family, empty):
                 if not (s.value >= 0 and s.value != float("inf")):

@@ -29,7 +29,7 @@ from monitor.conventions.names import (
     GATEWAY_REQUESTS,
 )
 from monitor.conventions.policy import QUANTILES, SIDECAR_WINDOWS
-from monitor.conventions.slis import BUCKET_FLAGS, DEFAULT_BUCKETS
+from monitor.conventions.slis import SLI_BY_KEY
 from monitor.slo.histogram import GoodRatio, Hist, delta, good_ratio, is_edge, mean, quantile, suggest_edges
 from monitor.slo.leading import LeadingTPOT
 from monitor.slo.windows import SnapshotStore
@@ -114,11 +114,14 @@ def burn_rate(ratio: float | None, objective: float) -> float:
 
 
 def fix_flag_for(sli: str, target: float, edges: tuple[float, ...]) -> str | None:
-    finite = [e for e in edges if e != float("inf")] or list(DEFAULT_BUCKETS[sli])
+    record = SLI_BY_KEY[sli]
+    finite = [e for e in edges if e != float("inf")] or list(record.buckets)
     if is_edge(finite, target):
         return None
+    if record.bucket_flag is None:  # SGLang 0.5.23 fixes these edges: only the target can move
+        return f"no flag (SGLang fixes {record.family}'s edges: put the target on one of them)"
     values = " ".join(f"{e:g}" for e in suggest_edges(finite, target))
-    return f"{BUCKET_FLAGS[sli]} {values}"
+    return f"{record.bucket_flag} {values}"
 
 
 def parted_good_ratio(parts: Sequence[Hist], target: float) -> GoodRatio | None:
@@ -272,7 +275,7 @@ def compute_sli_states(dep: Deployment, store: SnapshotStore, now: float,
         if current is None:
             # No request has finished yet (SGLang exports a family only once observed): report
             # the SLI with empty windows rather than leave it out of the status.
-            edges = (*(dep.buckets.get(sli) or DEFAULT_BUCKETS[sli]), math.inf)
+            edges = (*(dep.buckets.get(sli) or SLI_BY_KEY[sli].buckets), math.inf)
             current = Hist(tuple(edges), (0.0,) * len(edges), 0.0, 0.0)
         edges = current.edges
         wins: dict[str, WindowState] = {}

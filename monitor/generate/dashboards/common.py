@@ -19,17 +19,30 @@ from grafanalib.core import (
     TimeSeries,
 )
 
-from monitor.conventions.slis import ENGINE_ROLES, ENGINE_TYPE_LABEL, PREFILL_ENGINE_TYPE, REQUEST_ROLES
-from monitor.promql import metric_names
+from monitor.conventions.slis import ENGINE_ROLES, REQUEST_ROLES, SLI_BY_KEY
+from monitor.feeds import feed
+from monitor.promql import matched_selector, metric_names
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
 RATE = "$__rate_interval"
 # Matchers of the selected deployment: every engine server (load gauges, PD failures), and the servers
-# that answer requests (latency families, request and token counters; conventions.SLI_ROLES).
+# that answer requests (request and token counters); each latency SLI's own from its feed (`sli_matchers`).
+# The dashboards serve every deployment, so the feeds are the config-free ones (`monitor.feeds`).
 D = 'deployment="$deployment"'
-ENGINE = f'{D},role=~"{"|".join(ENGINE_ROLES)}"'
-REQUESTS = f'{D},role=~"{"|".join(REQUEST_ROLES)}",{ENGINE_TYPE_LABEL}!="{PREFILL_ENGINE_TYPE}"'
+
+
+def feed_matchers(roles: tuple[str, ...]) -> str:
+    """The selected deployment's matchers for series SGLang records on `roles` (without braces)."""
+    return matched_selector("", {"deployment": "$deployment"}, feed(None, roles).matchers)[1:-1]
+
+
+def sli_matchers(sli: str) -> str:
+    return feed_matchers(SLI_BY_KEY[sli].roles)
+
+
+ENGINE = feed_matchers(ENGINE_ROLES)
+REQUESTS = feed_matchers(REQUEST_ROLES)
 
 
 def quantile(q: float, family: str, matchers: str, by: str = "", nhcb: bool = False) -> str:

@@ -18,7 +18,7 @@ from monitor.conventions.names import (
     M_MISSED,
 )
 from monitor.conventions.policy import QUANTILES, RULE_WINDOWS
-from monitor.conventions.slis import GOODPUT_SLI, SLI_FAMILIES
+from monitor.conventions.slis import GOODPUT_SLI, SLI_BY_KEY, SLI_FAMILIES, SLI_RECORDS
 from monitor.generate.dashboards.common import (
     ENGINE,
     RATE,
@@ -30,11 +30,11 @@ from monitor.generate.dashboards.common import (
     mean,
     quantile,
     query_var,
+    sli_matchers,
     stat,
     timeseries,
 )
 from monitor.generate.dashboards.gateway import gateway_panels
-from monitor.generate.plan import SLI_LONG, SLI_TITLES
 
 
 def per_dp(metric: str) -> str:
@@ -44,9 +44,10 @@ def per_dp(metric: str) -> str:
 
 
 def latency_panels(sli: str, nhcb: bool = False) -> list[tuple[Any, int, int]]:
-    family, title = SLI_FAMILIES[sli], SLI_TITLES[sli]
-    queries = [(quantile(q, family, REQUESTS, nhcb=nhcb), f"p{round(q * 100):d}") for q in QUANTILES]
-    queries.append((mean(family, REQUESTS, nhcb), "mean"))
+    record = SLI_BY_KEY[sli]
+    family, title, on = record.family, record.title, sli_matchers(sli)
+    queries = [(quantile(q, family, on, nhcb=nhcb), f"p{round(q * 100):d}") for q in QUANTILES]
+    queries.append((mean(family, on, nhcb), "mean"))
     queries.append((f'{names.TARGET}{{{D},sli="{sli}"}}', "target"))
     target_style = [{"matcher": {"id": "byName", "options": "target"},
                      "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
@@ -55,12 +56,12 @@ def latency_panels(sli: str, nhcb: bool = False) -> list[tuple[Any, int, int]]:
               "(interpolated inside a bucket, display only), the mean from histogram_avg" if nhcb else
               "histogram_quantile over SGLang's buckets summed by le (interpolated inside a bucket, display "
               "only), the mean from _sum/_count")
-    pct = timeseries(f"{title} percentiles vs target", f"{SLI_LONG[sli].capitalize()}: p50/p90/p99 from "
+    pct = timeseries(f"{title} percentiles vs target", f"{record.long_name.capitalize()}: p50/p90/p99 from "
                      f"{source}, and the SLO target (red dashed).", queries, unit="s", overrides=target_style)
     heat = heatmap(f"{title} distribution (target ${{{sli}_target}} s)",
                    f"Per-bucket rate of {family}; the title shows the SLO target of the selected deployment "
                    f"(from {names.TARGET}); buckets above it are bad events.",
-                   distribution(family, REQUESTS, nhcb), "" if nhcb else "{{le}}")
+                   distribution(family, on, nhcb), "" if nhcb else "{{le}}")
     return [(pct, 12, 8), (heat, 12, 8)]
 
 
@@ -179,9 +180,9 @@ def goodput_panels() -> list[tuple[Any, int, int]]:
 
 def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     rows = [("SLO", slo_panels())]
-    rows += [(f"{SLI_TITLES[sli]} ({SLI_LONG[sli]})",
-              latency_panels(sli, nhcb) + (leading_panel() if sli == "tpot" else []))
-             for sli in ("ttft", "tpot", "itl", "e2e")]
+    rows += [(f"{sli.title} ({sli.long_name})",
+              latency_panels(sli.key, nhcb) + (leading_panel() if sli.key == "tpot" else []))
+             for sli in SLI_RECORDS]
     rows += [("Goodput (request log)", goodput_panels())]
     rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels(nhcb)),
              ("Gateway (smg 1.13, sglang-router 0.3.2)", gateway_panels(nhcb))]
