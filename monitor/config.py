@@ -14,7 +14,15 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.conventions.names import DEFAULT_GATEWAY, OWN_RULE_FILES, RESERVED_ALERT_LABELS, rules_file
+from monitor.conventions.names import (
+    DEFAULT_GATEWAY,
+    GATEWAY_SOURCES,
+    GATEWAYS,
+    OWN_RULE_FILES,
+    RESERVED_ALERT_LABELS,
+    SOURCES,
+    rules_file,
+)
 from monitor.conventions.policy import (
     MAX_CONFIG_BYTES,
     MAX_DEPLOYMENTS,
@@ -31,12 +39,9 @@ from monitor.escaping import LABEL_NAME_RE, excerpt, shorten
 from monitor.yaml_bounded import YamlLimitError, load_documents
 
 Role = Literal["server", "prefill", "decode", "router", "npu", "gpu", "request-log"]
-Source = Literal[
-    "sglang", "router", "router-engine-metrics", "npu-smi", "npu-exporter", "dcgm", "nvml", "request-log"
-]
+Source = Literal[SOURCES]  # type: ignore[valid-type]  # conventions.names: one list of sources
 Mode = Literal["pd-mixed", "pd-disaggregated"]
-Gateway = Literal["smg-1.13", "sglang-router-0.3.2"]  # conventions.GATEWAYS
-GATEWAY_SOURCES = ("router", "router-engine-metrics")
+Gateway = Literal[GATEWAYS]  # type: ignore[valid-type]
 
 DEFAULT_SOURCE: dict[str, str] = {
     "server": "sglang",

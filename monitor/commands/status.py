@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 
-from monitor.conventions.slis import ENGINE_ROLES
+from monitor.conventions.slis import ENGINE_ROLES, SLI_BY_KEY
 from monitor.state import ClientGoneWindowStatus, DeploymentStatus, SliStatus, StatusResponse
 
 RED, GREEN, YELLOW, DIM, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[2m", "\x1b[0m"
@@ -39,6 +39,24 @@ def _sli_cells(s: SliStatus | None) -> list[str]:
         "-" if w1h is None or w1h.burn_rate is None else f"{w1h.burn_rate:.1f}x",
         _pct(s.error_budget_remaining),
     ]
+
+
+# The two SLIs with columns of their own; every other SLI a deployment has (ITL, E2E, queue time, any SLI
+# record added later) is summarised in one column, so a new SLI shows without a change here.
+OWN_COLUMNS = ("tpot", "ttft")
+
+
+def _other_slis(slis: Sequence[SliStatus]) -> str:
+    """`Queue time 99.10% E2E latency ~98.00%`: the 5m good ratio of each other SLI, `!` when breaching."""
+    cells = []
+    for s in slis:
+        if s.sli in OWN_COLUMNS or s.sli not in SLI_BY_KEY:
+            continue
+        w5 = next((w for w in s.windows if w.window == "5m"), None)
+        approx = "" if s.target_is_bucket_edge else "~"
+        cells.append(f"{SLI_BY_KEY[s.sli].title} {approx}{_pct(w5.good_ratio if w5 else None)}"
+                     f"{'!' if s.breaching else ''}")
+    return ", ".join(cells) or "-"
 
 
 def _gone(w: ClientGoneWindowStatus | None) -> str:
@@ -74,7 +92,7 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
 
 def render_table(status: StatusResponse, *, color: bool = True) -> str:
     head = ["deployment", "state", "TPOT tgt ms", "TPOT p99 5m", "TPOT SLI 5m", "burn 1h", "budget", "TPOT now ms",
-            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "goodput 5m", "avail 5m", "gone 5m", "run", "queue", "up"]
+            "TTFT tgt ms", "TTFT p99 5m", "TTFT SLI 5m", "other SLIs 5m", "goodput 5m", "avail 5m", "gone 5m", "run", "queue", "up"]
     rows = []
     for d in status.deployments:
         slis = {s.sli: s for s in d.slis}
@@ -87,7 +105,7 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
         lead = d.tpot_leading
         now_ms = "-" if lead is None or lead.seconds is None else f"{_ms(lead.seconds)}{'!' if lead.over_target else ''}"
         av5 = next((w for w in d.availability.windows if w.window == "5m"), None) if d.availability else None
-        rows.append(([d.name, state, *tpot, now_ms, *ttft[:3], _pct(gp5.ratio) if gp5 else "-",
+        rows.append(([d.name, state, *tpot, now_ms, *ttft[:3], _other_slis(d.slis), _pct(gp5.ratio) if gp5 else "-",
                       _pct(av5.good_ratio) if av5 else "-",
                       _gone(next((w for w in d.client_gone if w.window == "5m"), None)),
                       f"{load.get('num_running_reqs', 0):.0f}", f"{load.get('num_queue_reqs', 0):.0f}",

@@ -63,6 +63,13 @@ GATEWAY_SMG: Final = "smg-1.13"
 GATEWAY_SGLANG_ROUTER: Final = "sglang-router-0.3.2"
 GATEWAYS: Final = (GATEWAY_SMG, GATEWAY_SGLANG_ROUTER)
 DEFAULT_GATEWAY: Final = GATEWAY_SMG
+# The config's `source:` values, one list each: SGLang servers, the gateway's two listeners, accelerator
+# telemetry (monitor/telemetry/ reads each into `accelerator_*`), and SGLang's per-request log.
+SGLANG_SOURCE: Final = "sglang"
+GATEWAY_SOURCES: Final = ("router", "router-engine-metrics")
+TELEMETRY_SOURCES: Final = ("npu-smi", "npu-exporter", "dcgm", "nvml")
+REQUEST_LOG_SOURCE: Final = "request-log"
+SOURCES: Final = (SGLANG_SOURCE, *GATEWAY_SOURCES, *TELEMETRY_SOURCES, REQUEST_LOG_SOURCE)
 # Families of smg 1.13 that sglang-router 0.3.2 does not have, each seen in the real binary's exposition or
 # its metric descriptions (docs/gateways.md says what each measures, with the capture that shows it).
 SMG_PD_HEAD: Final = "smg_pd_ttft_seconds"  # prefill dispatch to the decode response *head* on the HTTP router: not TTFT

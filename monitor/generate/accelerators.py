@@ -13,18 +13,18 @@ from typing import Any
 from monitor.config import Deployment
 from monitor.conventions import names as N
 from monitor.conventions import policy as P
+from monitor.conventions.names import TELEMETRY_SOURCES
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
 from monitor.promql import format_number, selector
 
-ACCEL_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
 CHIP = "{{ $labels.node }} device {{ $labels.device }} chip {{ $labels.chip }}"
 RUNBOOK = "docs/runbooks/accelerators.md"
 FOR = "2m"
 
 
 def has_accelerator_targets(dep: Deployment) -> bool:
-    return any(t.role in ("npu", "gpu") or t.source in ACCEL_SOURCES for t in dep.targets)
+    return any(t.role in ("npu", "gpu") or t.source in TELEMETRY_SOURCES for t in dep.targets)
 
 
 def _rule(alert: str, expr: str, for_: str, severity: str, summary: str, description: str,

@@ -13,8 +13,9 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from monitor.config import GATEWAY_SOURCES, Config, Target
+from monitor.config import Config, Target
 from monitor.conventions import names
+from monitor.conventions.names import GATEWAY_SOURCES
 from monitor.escaping import comment, yaml_text
 from monitor.generate.options import Options
 from monitor.generate.plan import SCRAPED_SOURCES

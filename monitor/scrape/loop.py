@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from monitor.config import Config, Deployment, Target
-from monitor.conventions.names import LOOP_SCRAPE, LOOP_SIDECAR
+from monitor.conventions.names import LOOP_SCRAPE, LOOP_SIDECAR, TELEMETRY_SOURCES
 from monitor.fetch import fetch, is_loopback
 from monitor.parse.exposition import LimitExceeded, Limits, ParseError
 from monitor.parse.families import engine_wanted
@@ -31,7 +31,6 @@ from monitor.telemetry.collect import DetailCache, collect
 
 log = logging.getLogger(__name__)
 
-TELEMETRY_SOURCES = frozenset({"npu-smi", "npu-exporter", "dcgm", "nvml"})
 
 
 def explain_http_error(target: Target, error: str) -> str:

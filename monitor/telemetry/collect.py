@@ -14,7 +14,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
@@ -176,22 +176,40 @@ async def npu_smi_details(target: Target, readings: list[Reading], deadline: flo
     return out, warnings
 
 
+async def _npu_smi(target: Target, node: str, timeout: float, session: aiohttp.ClientSession | None) -> list[Reading]:
+    return parse_npu_smi_info(await run_command(npu_smi_argv(target), timeout), node)
+
+
+async def _npu_exporter(target: Target, node: str, timeout: float,
+                        session: aiohttp.ClientSession | None) -> list[Reading]:
+    return parse_npu_exporter(await fetch(target.url or "", timeout, session, target.bearer_token,
+                                          target.follow_redirects), node)
+
+
+async def _dcgm(target: Target, node: str, timeout: float, session: aiohttp.ClientSession | None) -> list[Reading]:
+    # Without a configured node, the exporter's hostname label, else the URL host.
+    readings = parse_dcgm(await fetch(target.url or "", timeout, session, target.bearer_token,
+                                      target.follow_redirects), target.node)
+    return [r if r.node != "unknown" else replace(r, node=node) for r in readings]
+
+
+async def _nvml(target: Target, node: str, timeout: float, session: aiohttp.ClientSession | None) -> list[Reading]:
+    # NVML is blocking C; a thread keeps the loop free (a wedged driver call leaks the thread, not the loop).
+    return await asyncio.wait_for(asyncio.to_thread(read_nvml, node), timeout)
+
+
+# One reader per source of conventions.names.TELEMETRY_SOURCES (a test holds them equal).
+READERS: dict[str, Callable[[Target, str, float, aiohttp.ClientSession | None], Awaitable[list[Reading]]]] = {
+    "npu-smi": _npu_smi, "npu-exporter": _npu_exporter, "dcgm": _dcgm, "nvml": _nvml,
+}
+
+
 async def _readings(target: Target, node: str, timeout: float,
                     session: aiohttp.ClientSession | None) -> list[Reading]:
-    source = target.source
-    if source == "npu-smi":
-        return parse_npu_smi_info(await run_command(npu_smi_argv(target), timeout), node)
-    if source == "npu-exporter":
-        return parse_npu_exporter(await fetch(target.url or "", timeout, session, target.bearer_token, target.follow_redirects), node)
-    if source == "dcgm":
-        # Without a configured node, the exporter's hostname label, else the URL host.
-        readings = parse_dcgm(await fetch(target.url or "", timeout, session, target.bearer_token, target.follow_redirects), target.node)
-        return [r if r.node != "unknown" else replace(r, node=node) for r in readings]
-    if source == "nvml":
-        # NVML is blocking C; a thread keeps the loop free (a wedged driver call leaks the thread,
-        # not the loop).
-        return await asyncio.wait_for(asyncio.to_thread(read_nvml, node), timeout)
-    raise CollectError(f"source {source!r} is not an accelerator telemetry source")
+    reader = READERS.get(target.source or "")
+    if reader is None:
+        raise CollectError(f"source {target.source!r} is not an accelerator telemetry source")
+    return await reader(target, node, timeout, session)
 
 
 async def collect(target: Target, *, timeout: float, session: aiohttp.ClientSession | None = None,

@@ -4,7 +4,7 @@ import pytest
 
 from monitor.config import Deployment
 from monitor.generate.options import Options, format_ms
-from monitor.generate.plan import GenerateError, engine_selector, resolve_sli
+from monitor.generate.plan import GenerateError, engine_matchers, resolve_sli
 
 
 def dep(**kw) -> Deployment:
@@ -44,13 +44,15 @@ def test_target_above_the_last_finite_edge_is_refused_even_when_approximating():
         resolve_sli(dep(ttft_target_seconds=1000, approximate=True), "ttft", True)
 
 
-def test_engine_selector_prefers_servers_over_router_engine_metrics():
+def test_engine_matchers_read_direct_servers_and_the_merge_for_the_other_workers():
     d = Deployment(name="d", targets=[{"role": "decode", "url": "http://a:1/metrics"},
                                       {"role": "router", "source": "router-engine-metrics", "url": "http://r:1/engine_metrics"}])
-    assert engine_selector(d) == {"role": "decode"}
+    regex, neq, nregex = engine_matchers(d, ("server", "decode"))
+    assert regex == {"role": "decode|router"} and neq == {"engine_type": "prefill"}
+    assert nregex == {"worker_addr": "http://a:1"}
     only_router = Deployment(name="d", targets=[{"role": "router", "source": "router-engine-metrics",
                                                  "url": "http://r:1/engine_metrics"}])
-    assert engine_selector(only_router) == {"role": "router"}
+    assert engine_matchers(only_router, ("server", "decode")) == ({"role": "router"}, {"engine_type": "prefill"}, {})
 
 
 def test_time_scale_divides_windows_into_exact_durations():

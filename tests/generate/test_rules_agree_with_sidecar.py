@@ -38,7 +38,7 @@ from tests.generate.conftest import run_tool
 
 STEP = 60  # one scrape a minute
 STEPS = 10
-TARGETS = {"ttft": 2.0, "tpot": 0.1, "e2e": 8.0}  # bucket edges: the SLIs are exact on both sides
+TARGETS = {"ttft": 2.0, "tpot": 0.1, "e2e": 8.0, "queue_time": 1.0}  # bucket edges: exact on both sides
 CONFIG = {"deployments": [{
     "name": "pd", "mode": "pd-disaggregated", "objective": 0.9,
     **{f"{sli}_target_seconds": t for sli, t in TARGETS.items()},
@@ -77,12 +77,14 @@ def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rule
                                                                                   prometheus_build: Build):
     config = parse_config(CONFIG)
     dep = config.deployments[0]
-    prefill = Server("prefill", ("e2e",))  # SGLang's prefill tokenizer records E2E, never TTFT/TPOT/ITL
-    decode = Server("decode", ("ttft", "tpot", "itl", "e2e"))
+    # SGLang's prefill tokenizer records E2E, never TTFT/TPOT/ITL; every scheduler records its queue time.
+    prefill = Server("prefill", ("e2e", "queue_time"))
+    decode = Server("decode", ("ttft", "tpot", "itl", "e2e", "queue_time"))
     targets = {t.role: t for t in dep.targets}
     engine = DeploymentEngine(dep)
     history: dict[str, list[float]] = {}
     truth: list[list[float]] = [[] for _ in range(STEPS + 1)]  # the client's E2E (decode's), per step
+    waits: list[list[float]] = [[] for _ in range(STEPS + 1)]  # the prefill queue's waits, per step
     for step in range(STEPS + 1):
         rng = random.Random(7)  # every minute the same requests: see the module doc
         for _ in range(60):
@@ -95,6 +97,11 @@ def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rule
             decode.hists["e2e"].observe(e2e)
             truth[step].append(e2e)
             prefill.hists["e2e"].observe(ttft * 0.8)
+            # The client's queue is the prefill server's; the decode server's waits for the KV (never counted).
+            wait = rng.expovariate(2.0)
+            prefill.hists["queue_time"].observe(wait)
+            decode.hists["queue_time"].observe(wait + 5.0)
+            waits[step].append(wait)
         for role, server, instance in (("prefill", prefill, "10.0.0.1:30000"), ("decode", decode, "10.0.0.2:30000")):
             text = server.text()
             engine.observe(targets[role], parse(text, engine_wanted(), count_families=False))
@@ -110,6 +117,9 @@ def test_pd_sli_events_ratios_and_means_agree_between_sidecar_and_generated_rule
     e2e = state.slis["e2e"].windows["5m"]
     assert e2e.events == len(answered)
     assert abs(e2e.mean - sum(answered) / len(answered)) < 1e-9 * e2e.mean  # type: ignore[operator]
+    queued = [v for step_values in waits[STEPS - 4:] for v in step_values]
+    qt = state.slis["queue_time"].windows["5m"]
+    assert qt.events == len(queued) and qt.good_ratio == sum(v <= 1.0 for v in queued) / len(queued)
     files = generate(config, Options(config_name="agreement"))
     write(files, tmp_path)
     exp = []

@@ -270,3 +270,10 @@ def test_an_exporter_redirecting_to_another_host_is_down_and_that_host_never_ask
     assert not plain.up and "not followed" in plain.error
     assert not following.up and "redirect to another host or port" in following.error
     assert hits == []
+
+
+def test_every_telemetry_source_of_the_config_has_a_reader():
+    from monitor.conventions.names import TELEMETRY_SOURCES
+    from monitor.telemetry.collect import READERS
+
+    assert set(READERS) == set(TELEMETRY_SOURCES)

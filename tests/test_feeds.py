@@ -1,0 +1,55 @@
+"""monitor.feeds: which targets and matchers supply a number, the one definition the sidecar and the
+generated PromQL both apply."""
+
+from __future__ import annotations
+
+from monitor.config import Deployment
+from monitor.conventions.slis import COUNTER_ROLES, ENGINE_ROLES, SLI_RECORDS
+from monitor.feeds import feed, sli_feed
+
+PD = Deployment(name="d", mode="pd-disaggregated", targets=[
+    {"role": "prefill", "url": "http://p:1/metrics"},
+    {"role": "decode", "url": "http://a:1/metrics"},
+    {"role": "router", "source": "router-engine-metrics", "url": "http://r:1/engine_metrics"},
+])
+
+
+def test_a_request_sli_counts_where_the_request_is_answered():
+    f = sli_feed(PD, "tpot")
+    assert f.counts("decode") and f.counts("server") and not f.counts("prefill") and not f.counts(None)
+    assert [t.role for t in f.direct] == ["decode"] and [t.role for t in f.merged] == ["router"]
+    assert ("engine_type", "!=", "prefill") in f.matchers
+
+
+def test_queue_time_counts_where_the_request_is_admitted():
+    f = sli_feed(PD, "queue_time")
+    assert f.counts("prefill") and f.counts("server") and not f.counts("decode")
+    assert f.matchers[0] == ("role", "=~", "prefill|router") and ("engine_type", "!=", "decode") in f.matchers
+
+
+def test_workers_scraped_directly_are_left_out_of_the_merge_in_the_sidecar_and_in_promql():
+    f = feed(PD, ENGINE_ROLES)
+    assert not f.reads_worker("http://a:1") and not f.reads_worker("http://p:1") and f.reads_worker("http://b:2")
+    assert f.reads_worker("")  # series without worker_addr: the router's own, read
+    assert ("worker_addr", "!~", r"http://a:1|http://p:1") in f.matchers
+    assert not any(label == "engine_type" for label, _, _ in f.matchers)  # every engine role counts
+
+
+def test_without_a_merge_no_worker_matcher_and_without_a_config_only_roles():
+    direct = Deployment(name="d", targets=[{"role": "server", "url": "http://s:1/metrics"}])
+    assert feed(direct, COUNTER_ROLES["requests_total"]).matchers == (
+        ("role", "=~", "server"), ("engine_type", "!=", "prefill"))
+    assert feed(None, ("server", "decode")).matchers == (("role", "=~", "decode|server"), ("engine_type", "!=", "prefill"))
+
+
+def test_a_worker_address_with_regex_characters_is_escaped():
+    d = Deployment(name="d", targets=[{"role": "decode", "url": "http://10.0.0.1:30000/metrics"},
+                                      {"role": "router", "source": "router-engine-metrics", "url": "http://r:1/engine_metrics"}])
+    assert ("worker_addr", "!~", r"http://10\.0\.0\.1:30000") in feed(d, ENGINE_ROLES).matchers
+
+
+def test_every_sli_record_names_a_target_field_on_the_deployment():
+    for sli in SLI_RECORDS:
+        assert sli.target_field in Deployment.model_fields
+        d = Deployment(name="d", **{sli.target_field: 1.0})
+        assert d.slis == [sli.key] and d.target_seconds(sli.key) == 1.0
