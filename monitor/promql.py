@@ -89,11 +89,13 @@ def nhcb_good_rate(family: str, eq: dict[str, str], regex: dict[str, str], windo
     """Good events per second from a native histogram with custom buckets: the share at or below `target`
     times the count. For a target on a bucket edge histogram_fraction sums the buckets up to that edge
     exactly (the edge's bucket is included whole, the next one not at all: what `_bucket{le}` counts); between
-    edges it interpolates linearly inside the bucket, from 0 in the first one, as the classic rules do.
+    edges it interpolates linearly inside the bucket, from 0 in the first one, as the classic rules do. The
+    lower bound is -Inf, not 0: a family whose first edge is 0 (SGLang's queue time) holds its zeros in the
+    bucket ending at 0, which histogram_fraction(0, ...) would leave out.
     The share is NaN without traffic: `> 0` drops it and `or` records 0 good events, as the classic rate does
     (a NaN would poison the period's sum_over_time)."""
     hist = histogram_rate(family, eq, regex, window, neq, nregex=nregex)
-    return (f"histogram_fraction(0, {format_number(target)}, {hist})\n* (histogram_count({hist}) > 0)\n"
+    return (f"histogram_fraction(-Inf, {format_number(target)}, {hist})\n* (histogram_count({hist}) > 0)\n"
             f"or histogram_count({hist})")
 
 

@@ -3,7 +3,7 @@
 Per deployment and SLI (only SLIs with `<sli>_target_seconds`):
   slo_monitor:sli_good:rate<w>          sum by (deployment) rate of `_bucket{le="<target>"}`
   slo_monitor:sli_total:rate<w>         sum by (deployment) rate of `_count`
-  (--histograms nhcb: histogram_fraction(0, <target>, H) * histogram_count(H) and histogram_count(H), H the
+  (--histograms nhcb: histogram_fraction(-Inf, <target>, H) * histogram_count(H) and histogram_count(H), H the
   summed rate of the native histogram with custom buckets Prometheus converted the classic one into)
   slo_monitor:sli_error:ratio_rate<w>   1 - good/total, absent when total == 0 (no traffic)
   slo_monitor:burn_rate:ratio_rate<w>   error ratio / (1 - objective)
@@ -173,7 +173,7 @@ def burn_annotations(dep: Deployment, plan: Plan, severity: str, long_w: str, sh
     if isinstance(plan, SLIPlan):
         ann["target_seconds"] = format_number(plan.target)
         if opts.nhcb:
-            ann["sli_metric"] = f"histogram_fraction(0, {format_number(plan.target)}, {plan.family})"
+            ann["sli_metric"] = f"histogram_fraction(-Inf, {format_number(plan.target)}, {plan.family})"
         if plan.approximate:
             ann["approximation"] = template_literal(plan.approximation_note(opts.nhcb))
     return ann

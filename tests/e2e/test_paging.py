@@ -312,6 +312,7 @@ def test_router_engine_metrics_renaming_or_500_gets_a_clear_status(stack):
 EXPECTED_EMPTY = {
     'sli="itl"': "no ITL target in the test config",
     'sli="e2e"': "no E2E target in the test config",
+    'sli="queue_time"': "no queue-time target in the test config",
     "ALERTS{": "nothing is firing once the incidents are cleared",
     "smg_pd_prefill_duration_seconds": "only gw-c has client traffic, and it is not PD",
     "smg_pd_ttft_seconds": "idem",

@@ -50,18 +50,19 @@ PRELOAD = 4000  # batches observed before the first scrape
 TOLERANCE = 1e-9
 # Per batch, (latency, how many): TTFT 30% over its 2 s edge (pages), TPOT 0.5% over 0.04 s (quiet), E2E 4% over
 # 8 s (tickets), ITL's 0.05 s target between the 0.04 and 0.06 edges (interpolated: 80 + 16 / 2 of 100 good, 12%
-# bad, the 6h/30m page). Observations exactly on an edge count as good in both forms.
+# bad, the 6h/30m page); queue time 0.5% over 1 s. Observations exactly on an edge count as good in both forms.
 LOAD: dict[str, list[tuple[float, int]]] = {
     "ttft": [(0.3, 30), (2.0, 40), (3.0, 25), (50.0, 5)],
     "tpot": [(0.02, 120), (0.04, 79), (0.05, 1)],
     "e2e": [(3.0, 60), (8.0, 36), (9.0, 3), (500.0, 1)],
     "itl": [(0.01, 80), (0.045, 10), (0.055, 6), (0.07, 4)],
+    "queue_time": [(0.0, 100), (0.3, 79), (1.0, 20), (4.0, 1)],  # 0.5% over its 1 s edge (zeros: the 0 edge)
 }
-TARGETS = {"ttft": 2.0, "tpot": 0.04, "e2e": 8.0, "itl": 0.05}
+TARGETS = {"ttft": 2.0, "tpot": 0.04, "e2e": 8.0, "itl": 0.05, "queue_time": 1.0}
 
 
 class SteadyServer(ThreadedMetricsServer):
-    """SGLang's four latency histograms in a prometheus_client registry, answering in the format the scrape
+    """SGLang's latency histograms in a prometheus_client registry, answering in the format the scrape
     asks for (OpenMetrics with `sglang_` sample names under `sglang:` TYPE lines, as prometheus_client >= 0.23
     writes them; the classic text with `sglang:` names)."""
 
@@ -332,7 +333,7 @@ def test_nhcb_rules_dashboards_and_manifests_read_no_classic_histogram_series(nh
             found = [m.group() for m in classic.finditer(expr) if not m.group().startswith("histogram_")]
             assert not found, (rel, expr)
     rules = nhcb_small["alerts/rules/kimi-pd.rules.yml"]
-    assert "histogram_fraction(0, 2, sum by (deployment) (rate(sglang:time_to_first_token_seconds{" in rules
+    assert "histogram_fraction(-Inf, 2, sum by (deployment) (rate(sglang:time_to_first_token_seconds{" in rules
     assert "_bucket" not in nhcb_small["deploy/kubernetes/prometheusrule.yaml"]
 
 
@@ -351,7 +352,7 @@ def test_nhcb_scrape_config_converts_the_sglang_jobs_over_the_text_format_and_no
 def test_nhcb_approximate_targets_keep_the_annotation_and_are_interpolated_by_histogram_fraction(nhcb_small):
     rules = [r for g in yaml.safe_load(nhcb_small["alerts/rules/llama-unified.rules.yml"])["groups"] for r in g["rules"]]
     good = next(r for r in rules if r.get("record") == "slo_monitor:sli_good:rate5m" and r["labels"]["sli"] == "itl")
-    assert good["expr"].startswith("histogram_fraction(0, 0.05, ")
+    assert good["expr"].startswith("histogram_fraction(-Inf, 0.05, ")
     page = next(r for r in rules if r.get("alert") == "SLOErrorBudgetBurnFast" and r["labels"]["sli"] == "itl")
     assert "between 0.04 and 0.06 by histogram_fraction" in page["annotations"]["approximation"]
 

@@ -6,11 +6,11 @@ import pytest
 import yaml
 
 from monitor.config import ConfigError
+from monitor.conventions.slis import SLI_RECORDS
 from monitor.interop.load import load_config
 from monitor.interop.openslo import config_from_openslo, render_openslo
 
-SLO_FIELDS = ("ttft_target_seconds", "tpot_target_seconds", "itl_target_seconds", "e2e_target_seconds",
-              "objective", "goodput_objective", "period")
+SLO_FIELDS = (*(s.target_field for s in SLI_RECORDS), "objective", "goodput_objective", "period")
 
 
 def _load(files: dict[str, str]) -> list[dict]:
@@ -27,6 +27,11 @@ def test_documents_are_openslo_v1_slos_with_exact_le(small_config):
     assert ttft["spec"]["objectives"][0]["target"] == 0.99
     assert ttft["spec"]["timeWindow"] == [{"duration": "30d", "isRolling": True}]
     assert all(len(d["metadata"]["name"]) <= 63 for d in docs)
+    # The queue-time SLO counts the prefill queue: the prefill servers' series, never the decode side's.
+    queue = next(d for d in docs if d["metadata"]["labels"] == {"deployment": "kimi-pd", "sli": "queue_time"})
+    total = queue["spec"]["indicator"]["spec"]["ratioMetric"]["total"]["metricSource"]["spec"]["query"]
+    assert total.startswith("sglang:queue_time_seconds_count{") and 'role=~"prefill"' in total
+    assert 'engine_type!="decode"' in total
 
 
 def test_round_trip_reproduces_targets_and_objectives(small_config, tmp_path: Path):
