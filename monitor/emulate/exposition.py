@@ -1,5 +1,9 @@
 """What an emulated server answers on `/metrics`, built and rendered the way SGLang does it.
 
+Counters and histograms are what `observe.Observer` recorded in each process's and rank's store; the
+scheduler gauges are read off the ranks' state when scraped (`rank_gauges`): running = requests in
+decode, token usage = the KV they hold, gen_throughput = tokens produced over the last few seconds.
+
 SGLang builds a new CollectorRegistry per scrape (MultiProcessCollector) and renders it with
 prometheus_client's `choose_encoder(Accept)`; we do the same with a collector that yields the
 emulated families, so text 0.0.4 keeps `sglang:` names and OpenMetrics gets prometheus_client's
@@ -13,7 +17,7 @@ import gzip
 import time
 import zlib
 from collections.abc import Container, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -22,8 +26,11 @@ from prometheus_client.utils import floatToGoString
 
 from monitor.conventions.slis import PREFILL_RECORDED_SLIS, SLI_FAMILIES
 from monitor.emulate.catalog import ALL_FAMILIES, Family
-from monitor.emulate.engine import EmulatedDeployment, RankSim, ServerSim
 from monitor.emulate.state import Histogram, LabelKey
+
+if TYPE_CHECKING:
+    from monitor.emulate.engine import EmulatedDeployment
+    from monitor.emulate.sim import RankSim, ServerSim
 
 # Constants of the real fixture's engine (memory sizes, context length): nothing to model.
 STATIC_GAUGES: dict[str, float] = {
@@ -38,6 +45,53 @@ STATIC_GAUGES: dict[str, float] = {
 }
 STARTUP_SECONDS = {"load_weight": 21.4, "kv_cache_allocation": 3.1, "scheduler_e2e": 48.2,
                    "tokenizer_e2e": 2.7, "decode": 17.9}
+
+
+def rank_gauges(dep: EmulatedDeployment, srv: ServerSim, rank: RankSim) -> dict[str, float]:
+    """Scheduler gauges of one rank right now (what its last log_stats would have written)."""
+    now, role = dep.now, srv.spec.role
+    eff = dep.effects(role)
+    kv = dep.kv.usage(rank, eff)
+    total, used, evictable = kv.total, kv.used, kv.evictable
+    thr = rank.gen_throughput(now) if role != "prefill" else 0.0
+    accept = 0.0
+    if dep.model.accept_length:  # the batch's mean accepted length now (SGLang: over its last log interval)
+        batch = [r.accept for r in rank.decoding if r.accept] or [rank.last_accept]
+        accept = sum(eff.accepted(a) for a in batch) / len(batch)
+    drafts = dep.model.draft_tokens
+    cap = dep.kv.capacity(srv, rank)
+    running = len(rank.running) if role == "prefill" else len(rank.decoding)
+    return {
+        "sglang:num_running_reqs": float(running),
+        "sglang:num_queue_reqs": float(len(rank.waiting)),
+        "sglang:gen_throughput": thr,
+        "sglang:cache_hit_rate": rank.last_hit if role != "decode" else 0.0,
+        "sglang:decode_sum_seq_lens": float(int(kv.seq)),
+        "sglang:token_usage": kv.usage,
+        "sglang:full_token_usage": kv.usage,
+        "sglang:num_used_tokens": float(int(used)),
+        "sglang:kv_used_tokens": float(int(used)),
+        "sglang:kv_available_tokens": float(int(total - used - evictable)),
+        "sglang:kv_evictable_tokens": float(int(evictable)),
+        "sglang:max_total_num_tokens": float(total),
+        "sglang:num_pages": float(total),
+        "sglang:spec_accept_length": accept,
+        "sglang:spec_accept_rate": (accept - 1) / max(drafts - 1, 1) if accept else 0.0,
+        "sglang:spec_num_steps": float(max(drafts - 1, 0)),
+        "sglang:spec_num_draft_tokens": float(drafts),
+        "sglang:num_prefill_bootstrap_queue_reqs": float(len(rank.bootstrap)),
+        "sglang:num_prefill_inflight_queue_reqs": float(len(rank.inflight)),
+        "sglang:num_decode_prealloc_queue_reqs": float(len(rank.prealloc)),
+        "sglang:num_decode_transfer_queue_reqs": float(len(rank.transfer)),
+        "sglang:utilization": min(len(rank.running) / cap, 1.0),
+        "sglang:num_retracted_reqs": float(len(rank.retracted)),
+    }
+
+
+def decode_load(dep: EmulatedDeployment) -> float:
+    """Busy share of the decode-capable slots (drives accelerator utilisation)."""
+    ranks = [r for s in dep.servers if s.spec.role != "prefill" for r in s.ranks]
+    return sum(len(r.running) for r in ranks) / max(sum(r.capacity for r in ranks), 1)
 
 
 def _sorted(labels: dict[str, str]) -> dict[str, str]:
@@ -103,7 +157,7 @@ _PREFILL_SKIPS = frozenset(f for sli, f in SLI_FAMILIES.items() if sli not in PR
 def server_families(dep: EmulatedDeployment, srv: ServerSim, only: Container[str] | None = None) -> list[Metric]:
     """What the server's /metrics holds right now; `only`: just these families (by canonical name)."""
     role = srv.spec.role
-    gauges = {id(r): dep.rank_gauges(srv, r) for r in srv.ranks}
+    gauges = {id(r): rank_gauges(dep, srv, r) for r in srv.ranks}
     out = []
     for fam in ALL_FAMILIES:
         if role not in fam.roles or (only is not None and fam.name not in only):
@@ -174,14 +228,11 @@ def _npu_model_name(hardware: str) -> str:
 
 def npu_chip_values(dep: EmulatedDeployment, chip: int) -> dict[str, float]:
     eff = dep.effects("decode" if any(s.spec.role == "decode" for s in dep.servers) else "server")
-    load = dep.load()
+    load = decode_load(dep)
     wobble = ((chip * 7919) % 13) / 13.0  # fixed per-chip spread, not random, so scrapes are stable
-    temp = 44.0 + 12.0 * load + 3.0 * wobble
-    if eff.overheat:
-        temp = 96.0 + 3.0 * wobble
-    hbm = HBM_TOTAL_MB * (0.90 + 0.02 * load)  # mem-fraction-static 0.9 reserves most of it up front
-    if eff.hbm_full:
-        hbm = HBM_TOTAL_MB * 0.995
+    temp = eff.chip_temperature(44.0 + 12.0 * load + 3.0 * wobble, wobble)
+    # mem-fraction-static 0.9 reserves most of it up front
+    hbm = eff.hbm_used(HBM_TOTAL_MB * (0.90 + 0.02 * load), HBM_TOTAL_MB)
     return {
         "npu_chip_info_health_status": 1.0,
         "npu_chip_info_temperature": round(temp),

@@ -3,11 +3,17 @@
 CLI spec: `DEPLOYMENT:KIND[:FACTOR][@START+DURATION]`, START and DURATION in seconds of emulated time
 or as `30s`/`5m`/`1h` (`@+5m` starts now for 5 minutes, `@2m` starts at 2 minutes and lasts until
 cleared). Times are emulated seconds since the emulator started.
+
+`effects()` sums up the incidents active on one role at one time; `Effects` says what that does to the
+engine: decode step times and the accepted speculative length (a request's decode rate), prefill time,
+arrivals, the KV slots left (fewer requests fit; the scheduler retracts the rest), KV transfers that
+fail, the chip's temperature and HBM, and whether the server answers at all.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -116,6 +122,45 @@ class Effects:
     metrics_disabled: bool = False
     transfer_failure: float = 0.0  # probability that a KV transfer fails
 
+    def accepted(self, accept: float) -> float:
+        """Tokens accepted per verify step under an accept-length drop (never below the one token a step
+        makes); 0 without speculative decoding."""
+        return max(1.0, accept / self.accept_drop) if accept else 0.0
+
+    def step_time(self, batch_factor: float) -> float:
+        """A decode step relative to the reference batch: the batch's own factor times the incidents'."""
+        return batch_factor * self.tpot
+
+    def decode_rate(self, base_tpot: float, step: float, accept: float) -> float:
+        """Seconds per token of one request at `step` (`step_time`): fewer draft tokens accepted per verify
+        step means more steps for the same tokens."""
+        return base_tpot * step * (accept / self.accepted(accept) if accept else 1.0)
+
+    def kv_slots(self, capacity: int) -> int:
+        """Running slots of a rank: full HBM leaves fewer KV slots, so fewer requests fit and the rest wait."""
+        return max(1, int(capacity * self.kv_share)) if self.hbm_full else capacity
+
+    def token_usage(self, usage: float) -> float:
+        """The KV pool's usage as the scheduler reports it: near 100 % while HBM is full."""
+        return max(usage, 0.97) if self.hbm_full else usage
+
+    def arrival_rate(self, base: float, nominal: float) -> float:
+        """Synthetic arrivals per second; `queue_buildup` adds other clients even with synthetic load off."""
+        return base * self.arrivals if base > 0 else nominal * max(self.arrivals - 1.0, 0.0)
+
+    def transfer_fails(self, rng: random.Random) -> bool:
+        """Whether this KV transfer fails (a draw only while an incident makes transfers fail)."""
+        fail = self.transfer_failure
+        return bool(fail) and rng.random() < fail
+
+    def chip_temperature(self, normal: float, wobble: float) -> float:
+        """An overheating chip runs at about 96 degC whatever its load."""
+        return 96.0 + 3.0 * wobble if self.overheat else normal
+
+    def hbm_used(self, normal: float, total: float) -> float:
+        """HBM in use (MB): all of it while HBM is full."""
+        return total * 0.995 if self.hbm_full else normal
+
 
 def effects(incidents: list[Incident], role: str, now: float) -> Effects:
     tpot = ttft = arrivals = kv_share = accept_drop = 1.0
@@ -148,3 +193,8 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
             transfer_ok *= 1.0 - inc.factor
     return Effects(tpot, ttft, arrivals, kv_share=kv_share, accept_drop=accept_drop, **flags,
                    transfer_failure=1.0 - transfer_ok)
+
+
+def restarting(incidents: list[Incident], role: str, now: float) -> bool:
+    """A restart with a duration is under way on `role`: its servers take no new requests."""
+    return any(i.kind == "restart" and i.duration and i.active(now) and i.applies_to(role) for i in incidents)

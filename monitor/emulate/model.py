@@ -3,7 +3,7 @@
 The recipe's TPOT was measured at its bench_serving concurrency, so that is the reference: at that
 decode batch per rank a request's base TPOT is lognormal with its median at 66 % of the target and a
 spread (sigma 0.09) that puts almost none over it, so the batch swings of round-robin DP dispatch
-still leave the burn well under 0.5x. The scheduler (engine.py) multiplies the base by what its rank does right now: the decode batch relative
+still leave the burn well under 0.5x. The scheduler (scheduler.py) multiplies the base by what its rank does right now: the decode batch relative
 to the reference (a bigger batch makes every step slower), prefills running beside decode (chunked
 prefill shares the forward; a queue keeps a saturated rank prefilling), incidents; speculative decoding divides by the accepted length relative
 to the recipe's. TTFT is queueing plus prefill of the uncached prompt tokens; in PD it also carries

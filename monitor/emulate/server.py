@@ -26,10 +26,11 @@ from aiohttp import web
 from monitor.config import Config
 from monitor.conventions.slis import DEFAULT_BUCKETS
 from monitor.emulate.control import MAX_ADVANCE_SECONDS, control_app
-from monitor.emulate.engine import EmulatedDeployment, ServerSim
+from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.exposition import render_npu, render_server
 from monitor.emulate.incidents import Incident, parse_spec
 from monitor.emulate.serving import SERVER_KEY, ServingEndpoints, Waiter, count_http
+from monitor.emulate.sim import ServerSim
 from monitor.emulate.topology import HOST, DeploymentLayout, Layout, localize, plan
 from monitor.signals import on_stop_signals
 
@@ -169,6 +170,43 @@ def _model_info(srv: ServerSim) -> dict[str, Any]:
             "architectures": ["EmulatedForCausalLM"]}
 
 
+def _bind_all(layout: Layout, base_port: int) -> list[socket.socket]:
+    """Bind every planned port (base_port 0: ports the OS picks), in the layout's order."""
+    ports = [layout.control_port]
+    for dl in layout.deployments:
+        ports += [s.port for s in dl.servers] + [dl.npu_port, dl.router_port, dl.router_metrics_port]
+    socks: list[socket.socket] = []
+    try:
+        for p in ports:
+            socks.append(Listener.bind(0 if base_port == 0 else p))
+    except OSError:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+def _layout_with(layout: Layout, socks: list[socket.socket]) -> Layout:
+    """The planned layout with the ports actually bound (differs only for base_port 0)."""
+    ports = iter(s.getsockname()[1] for s in socks)
+    control = next(ports)
+    deps = []
+    for dl in layout.deployments:
+        servers = tuple(dataclasses.replace(s, port=next(ports)) for s in dl.servers)
+        deps.append(DeploymentLayout(dl.name, servers, next(ports), next(ports), next(ports), dl.chips))
+    return Layout(layout.base_port, control, tuple(deps))
+
+
+def _npu_app(dep: EmulatedDeployment, dl: DeploymentLayout) -> web.Application:
+    app = web.Application()
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=render_npu(dep, dl.chips), content_type="text/plain")
+
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
 class Emulator:
     def __init__(self, config: Config, base_port: int = 0, *, speed: float = 1.0, seed: int = 0,
                  incidents: Iterable[str | Incident] = (), request_log_dir: str | Path | None = None,
@@ -181,6 +219,7 @@ class Emulator:
         self.speed = speed
         self.seed = seed
         self.request_log_dir = request_log_dir
+        self.log_dir = str(request_log_dir) if request_log_dir is not None else None  # for the deployments, localize()
         self.tick_seconds = tick_seconds
         self.rates = dict(rates or {})
         if not synthetic:
@@ -201,8 +240,8 @@ class Emulator:
     # --- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         logging.getLogger("aiohttp.server").addFilter(_PROBE_FILTER)  # idempotent: same object
-        socks = self._bind_all()
-        self.layout = self._layout_with(socks)
+        socks = _bind_all(self.layout, self.base_port)
+        self.layout = _layout_with(self.layout, socks)
         wall = time.time()
         it = iter(socks)
         control = Listener(control_app(self), self.layout.control_port)
@@ -210,14 +249,14 @@ class Emulator:
         self._listeners.append(control)
         for dep_cfg, dl in zip(self.config.deployments, self.layout.deployments):
             dep = EmulatedDeployment(dep_cfg, dl, seed=self.seed, rate=self.rates.get(dep_cfg.name),
-                                     wall_start=wall, request_log_dir=self._log_dir())
+                                     wall_start=wall, request_log_dir=self.log_dir)
             self.deployments[dep_cfg.name] = dep
             for srv in dep.servers:
                 lst = Listener(self._server_app(dep, srv), srv.spec.port)
                 await lst.open(next(it))
                 self._listeners.append(lst)
                 self._server_listeners.append((dep, srv, lst))
-            npu = Listener(self._npu_app(dep, dl), dl.npu_port)
+            npu = Listener(_npu_app(dep, dl), dl.npu_port)
             await npu.open(next(it))
             self._listeners.append(npu)
             for _ in range(2):  # router ports: reserved, released for the real router
@@ -251,38 +290,11 @@ class Emulator:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _log_dir(self) -> str | None:
-        return str(self.request_log_dir) if self.request_log_dir is not None else None
-
-    def _bind_all(self) -> list[socket.socket]:
-        ports = [self.layout.control_port]
-        for dl in self.layout.deployments:
-            ports += [s.port for s in dl.servers] + [dl.npu_port, dl.router_port, dl.router_metrics_port]
-        socks: list[socket.socket] = []
-        try:
-            for p in ports:
-                socks.append(Listener.bind(0 if self.base_port == 0 else p))
-        except OSError:
-            for s in socks:
-                s.close()
-            raise
-        return socks
-
-    def _layout_with(self, socks: list[socket.socket]) -> Layout:
-        """The planned layout with the ports actually bound (differs only for base_port 0)."""
-        ports = iter(s.getsockname()[1] for s in socks)
-        control = next(ports)
-        deps = []
-        for dl in self.layout.deployments:
-            servers = tuple(dataclasses.replace(s, port=next(ports)) for s in dl.servers)
-            deps.append(DeploymentLayout(dl.name, servers, next(ports), next(ports), next(ports), dl.chips))
-        return Layout(self.base_port, control, tuple(deps))
-
     def localized_config(self, request_log_dir: str | None = None) -> Config:
         """The config with targets on this emulator's ports (valid after `start()`)."""
         if self.base_port:
-            return localize(self.config, self.base_port, request_log_dir or self._log_dir())
-        cfg = localize(self.config, 0, request_log_dir or self._log_dir())
+            return localize(self.config, self.base_port, request_log_dir or self.log_dir)
+        cfg = localize(self.config, 0, request_log_dir or self.log_dir)
         # base_port 0: the ports were picked by the OS, rewrite the planned ones.
         planned = plan(self.config, 0)
         mapping = {planned.control_port: self.layout.control_port}
@@ -461,15 +473,6 @@ class Emulator:
         app.router.add_get("/v1/loads", loads)
         ServingEndpoints(self, dep, srv, guard).add_routes(app)
         app.router.add_route("*", "/{tail:.*}", unknown)
-        return app
-
-    def _npu_app(self, dep: EmulatedDeployment, dl: DeploymentLayout) -> web.Application:
-        app = web.Application()
-
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(text=render_npu(dep, dl.chips), content_type="text/plain")
-
-        app.router.add_get("/metrics", metrics)
         return app
 
 

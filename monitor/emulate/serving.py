@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from monitor.emulate import wire
-from monitor.emulate.engine import EmulatedDeployment, Req, ServerSim, SubmitError
+from monitor.emulate.engine import EmulatedDeployment
+from monitor.emulate.ingress import SubmitError
+from monitor.emulate.sim import Req, ServerSim
 
 if TYPE_CHECKING:
     from monitor.emulate.server import Emulator
