@@ -9,12 +9,12 @@ import math
 
 from pydantic import BaseModel
 
-from monitor import __version__
 from monitor.config import Deployment
 from monitor.redaction import redact
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
 from monitor.slo.state import AvailabilityState, ClientGoneWindow, DeploymentState, SliState
+from monitor.version import __version__
 
 
 def _f(x: float | None) -> float | None:
