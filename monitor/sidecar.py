@@ -46,7 +46,7 @@ from monitor.scrape.loop import Scraper
 from monitor.signals import on_reload_signal, on_stop_signals_named
 from monitor.slo.engine import DeploymentEngine
 from monitor.slo.state import fix_flag_for
-from monitor.state import (
+from monitor.status_model import (
     ConfigReloadStatus,
     DeploymentStatus,
     LoopStatus,

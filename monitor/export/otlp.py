@@ -32,7 +32,7 @@ from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, OTELResourceDetecto
 from prometheus_client.core import Metric
 
 from monitor.export.otlp_points import OtlpPoint, points_from_status
-from monitor.state import StatusResponse
+from monitor.status_model import StatusResponse
 from monitor.version import __version__
 
 log = logging.getLogger(__name__)

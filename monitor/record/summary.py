@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from monitor.requestlog.export import TargetCounts
-from monitor.state import DeploymentStatus
+from monitor.status_model import DeploymentStatus
 from monitor.telemetry.model import Reading
 
 

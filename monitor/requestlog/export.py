@@ -34,7 +34,7 @@ from monitor.conventions import (
     M_MISSED,
 )
 from monitor.requestlog.goodput import MISSED, WindowGoodput, disagreement
-from monitor.state import GoodputWindowStatus, StatusResponse
+from monitor.status_model import GoodputWindowStatus, StatusResponse
 
 
 @dataclass(frozen=True)

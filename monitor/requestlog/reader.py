@@ -26,7 +26,7 @@ from monitor.requestlog.export import TargetCounts, request_log_families
 from monitor.requestlog.goodput import WindowGoodput, pack, summarize
 from monitor.requestlog.records import RecordError, evaluate, parse_line, request_targets
 from monitor.requestlog.tail import FileOffset, LogTailer
-from monitor.state import StatusResponse
+from monitor.status_model import StatusResponse
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1

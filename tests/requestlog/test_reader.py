@@ -13,7 +13,7 @@ from monitor.conventions import SIDECAR_WINDOWS
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.request_log import read_records
 from monitor.requestlog.reader import RequestLogReader, state_path_for
-from monitor.state import (
+from monitor.status_model import (
     DeploymentStatus,
     SliStatus,
     StatusResponse,
