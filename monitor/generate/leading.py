@@ -19,9 +19,9 @@ from monitor.config import Deployment
 from monitor.conventions import GAUGES, REQUEST_ROLES, SLI_FAMILIES, SLI_ROLES
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
-from monitor.generate.plan import engine_exclusions, engine_selector
-from monitor.generate.rules import alert, extra_labels, record
+from monitor.generate.rules import alert, record
 from monitor.promql import format_number, mean_latency, per_rank_total, selector
+from monitor.slo_plan import engine_exclusions, engine_selector, extra_labels
 
 ITL, THROUGHPUT, MAX = names.TPOT_LEADING_SOURCES
 

@@ -17,8 +17,8 @@ from monitor import conventions as names
 from monitor.config import GATEWAY_SOURCES, Config, Target
 from monitor.escaping import comment, yaml_text
 from monitor.generate.options import Options
-from monitor.generate.plan import SCRAPED_SOURCES
 from monitor.redaction import redact, secret_param
+from monitor.slo_plan import SCRAPED_SOURCES
 
 JOB_BY_SOURCE = {"router": "sglang-router", "router-engine-metrics": "sglang-router-engine-metrics",
                  "npu-exporter": "npu-exporter", "dcgm": "dcgm"}

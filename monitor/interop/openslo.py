@@ -29,7 +29,8 @@ from monitor.conventions import (
     parse_duration,
 )
 from monitor.escaping import excerpt, shorten, yaml_text
-from monitor.generate.plan import (
+from monitor.promql import format_number, matched_selector, selector
+from monitor.slo_plan import (
     SLI_LONG,
     SLI_TITLES,
     AvailabilityPlan,
@@ -40,7 +41,6 @@ from monitor.generate.plan import (
     goodput_plan,
     resolve_sli,
 )
-from monitor.promql import format_number, matched_selector, selector
 
 API_VERSION = "openslo/v1"
 ANN = "slo-monitor.io/"

@@ -4,7 +4,7 @@ import pytest
 
 from monitor.config import Deployment
 from monitor.generate.options import Options, format_ms
-from monitor.generate.plan import GenerateError, engine_selector, resolve_sli
+from monitor.slo_plan import GenerateError, engine_selector, resolve_sli
 
 
 def dep(**kw) -> Deployment:

@@ -36,7 +36,7 @@ from monitor.generate.dashboards.common import (
     timeseries,
 )
 from monitor.generate.dashboards.gateway import gateway_panels
-from monitor.generate.plan import SLI_LONG, SLI_TITLES
+from monitor.slo_plan import SLI_LONG, SLI_TITLES
 
 
 def per_dp(metric: str) -> str:
