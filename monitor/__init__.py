@@ -1,3 +1,4 @@
-"""sglang-slo-monitor: an observing sidecar computing SLO state for SGLang deployments."""
+"""sglang-slo-monitor: an observing sidecar computing SLO state for SGLang deployments.
 
-__version__ = "0.1.0"
+The root package carries nothing: every part imports the module it needs (the version: `monitor.version`).
+"""

@@ -8,6 +8,7 @@ one `Observations`; its status, exporters and recording read from it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Iterable, Mapping
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions.slis import ENGINE_ROLES
@@ -19,7 +20,10 @@ from monitor.redaction import redact
 from monitor.scrape.flapping import FlapDamper, FlapSummary
 from monitor.scrape.result import ScrapeResult
 from monitor.scrape.status import TargetStatus
+from monitor.slo.accumulate import SeriesBook
 from monitor.slo.engine import DeploymentEngine
+from monitor.slo.state import DeploymentState
+from monitor.slo.windows import Snapshot
 from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)
@@ -59,6 +63,23 @@ class Observations:
         self._said_warnings: dict[tuple[str, str], list[str]] = {}  # per target, the warnings last logged
         self._feeds = {d.name: feed(d, ENGINE_ROLES) for d in config.deployments}
 
+    def reloaded(self, config: Config, keep: Collection[str]) -> Observations:
+        """The observations of a reloaded `config`: the deployments in `keep` (unchanged by the reload) go
+        on with their engines (windows, accumulators) and what `carry_over` carries; the others start empty."""
+        engines = {d.name: self.engines[d.name] if d.name in keep else DeploymentEngine(d) for d in config.deployments}
+        new = Observations(config, engines)
+        new.carry_over(self, set(keep))
+        return new
+
+    def restore(self, history: Mapping[str, tuple[Iterable[Snapshot], SeriesBook | None]]) -> dict[str, int]:
+        """Windows and accumulators an earlier run recorded (`{deployment: (snapshots, book)}`), read into
+        fresh engines that replace the running ones only once every history is read: a damaged row found
+        half-way raises and leaves them untouched. Returns the snapshots restored per deployment."""
+        engines = {d.name: DeploymentEngine(d) for d in self.config.deployments}
+        loaded = {name: engines[name].restore(snapshots, book) for name, (snapshots, book) in history.items()}
+        self.engines.update(engines)
+        return loaded
+
     def carry_over(self, old: Observations, deployments: set[str]) -> None:
         """After a config reload: what `old` knew of the unchanged `deployments` (target statuses, latest
         telemetry, a gateway's workers) continues here; their engines are handed over by the caller."""
@@ -94,6 +115,20 @@ class Observations:
         for (dep, tid), summary in self.flaps.pending(now):
             status = self.statuses[(dep, tid)]
             _say_flaps(f"{dep} {redact(tid)}", status, summary)
+
+    def apply_request_log(self, deployment: str, target: Target, now: float, lines: int, last_error: str | None,
+                          *, found: bool) -> None:
+        """A request-log target after a poll of its directory (`found`: it exists): up, with its last
+        malformed line as its error (those are skipped, not fatal), or down saying why."""
+        status = self.statuses[(deployment, target.id)]
+        was_up, scrapes = status.up, status.scrapes
+        if found:
+            status.record_success(now, 0.0, lines, 0, "request-log")
+            status.last_error = last_error
+        else:
+            status.record_failure(now, f"request-log directory {target.path} does not exist "
+                                  "(is SGLang launched with --export-metrics-to-file-dir?)", 0.0)
+        self.say_transition(status, was_up, scrapes, now)
 
     def _apply(self, result: ScrapeResult) -> None:
         target = result.target
@@ -187,6 +222,21 @@ class Observations:
         if shift:  # once per step: from the next cycle on the history is in the new time line
             log.warning("%s: the wall clock stepped back (NTP step, VM resume?): the SLO history moved back "
                         "%.0f s with it, so windows keep their length and events", deployment, -shift)
+
+    def state(self, deployment: str, now: float) -> DeploymentState:
+        """The deployment's SLO state at `now` (its engine's windows)."""
+        return self.engines[deployment].state(now)
+
+    def target_statuses(self, dep: Deployment) -> list[TargetStatus]:
+        """The statuses of the deployment's targets, in its config's order."""
+        return [self.statuses[(dep.name, t.id)] for t in dep.targets]
+
+    def latest(self, deployment: str) -> tuple[Snapshot, SeriesBook] | None:
+        """What the recording keeps of a deployment: its latest snapshot and its accumulators (None before
+        its first snapshot)."""
+        engine = self.engines[deployment]
+        snap = engine.store.latest()
+        return None if snap is None else (snap, engine.book)
 
     def readings_by_deployment(self) -> dict[str, list[TelemetryResult]]:
         out: dict[str, list[TelemetryResult]] = {}

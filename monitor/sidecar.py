@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import dataclasses
 import gc
 import logging
 import math
@@ -11,9 +12,10 @@ import shutil
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -33,20 +35,20 @@ from monitor.export.http_server import build_app, start_server
 from monitor.export.otlp import DEFAULT_TIMEOUT_SECONDS, OtlpHandle, start_otlp
 from monitor.export.prometheus import SidecarCollector
 from monitor.export.render_cache import Families, MetricsPage
+from monitor.export.requestlog import request_log_families
+from monitor.export.telemetry import telemetry_families
 from monitor.fdlimit import default_max_connections, open_files_limits, raise_open_files_limit
 from monitor.observations import Observations
 from monitor.record.size import expected_bytes, rows_kept
 from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
-from monitor.record.summary import state_row
 from monitor.redaction import redact_str
 from monitor.reload import ReloadPlan, ReloadRefused, plan_reload, request_log_part
 from monitor.requestlog import RequestLogReader, state_path_for
-from monitor.requestlog.export import goodput_status
+from monitor.requestlog.reader import TargetCounts
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_reload_signal, on_stop_signals_named
-from monitor.slo.engine import DeploymentEngine
 from monitor.slo.state import fix_flag_for
-from monitor.state import (
+from monitor.status_model import (
     ConfigReloadStatus,
     DeploymentStatus,
     LoopStatus,
@@ -57,7 +59,7 @@ from monitor.state import (
     loop_status,
     sidecar_status,
 )
-from monitor.telemetry.export import telemetry_families
+from monitor.telemetry.model import Reading
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,48 @@ def recording_thinning(full_resolution: str) -> tuple[tuple[float, float], ...]:
     full = float(parse_duration(full_resolution))
     return ((full, RECORDING_COARSE_STEP_SECONDS),
             (max(full, RECORDING_LONG_AFTER_SECONDS), RECORDING_LONG_STEP_SECONDS))
+
+
+def state_row(dep: DeploymentStatus, accelerator_readings: Iterable[Reading] = (),
+              request_log_counts: Iterable[TargetCounts] = ()) -> dict[str, Any]:
+    """The compact per-tick state row the recording keeps beside each snapshot, for post-incident analysis
+    (`monitor.analyze.recording` reads it): the read model's SLIs, load and targets, the accelerators'
+    readings, and the request-log targets' cumulative finished/good requests (so the goodput SLI can be
+    analysed from the recording). Built here, where the three meet: the recording only stores it."""
+    slis = {
+        s.sli: {
+            "target": s.target_seconds,
+            "objective": s.objective,
+            "budget_remaining": s.error_budget_remaining,
+            "windows": {w.window: {"events": w.events, "good_ratio": w.good_ratio, "burn_rate": w.burn_rate,
+                                   "p50": w.p50_seconds, "p90": w.p90_seconds, "p99": w.p99_seconds,
+                                   "mean": w.mean_seconds} for w in s.windows},
+        }
+        for s in dep.slis
+    }
+    return {
+        "slis": slis,
+        "load": dep.load,
+        "rates": dep.rates,
+        "targets": {t.id: {"role": t.role, "up": t.up, "restarts": t.counter_resets, "error": t.last_error}
+                    for t in dep.targets if not t.placeholder},
+        "accelerators": [_reading(r) for r in accelerator_readings],
+        **_goodput(dep, list(request_log_counts)),
+    }
+
+
+def _reading(r: Reading) -> dict[str, Any]:
+    d = dataclasses.asdict(r)
+    d.pop("processes", None)
+    return {k: v for k, v in d.items() if v not in (None, {}, ())}
+
+
+def _goodput(dep: DeploymentStatus, counts: list[TargetCounts]) -> dict[str, Any]:
+    if not counts:
+        return {}
+    objective = next((w.objective for w in dep.goodput or () if w.objective is not None), None)
+    return {"goodput": {"objective": objective,
+                        "targets": {c.target: {"finished": c.finished, "good": c.good} for c in counts}}}
 
 
 class Sidecar:
@@ -139,14 +183,12 @@ class Sidecar:
         assert self.recording is not None
         now = self.clock()
         horizon = now - parse_duration(self.config.sidecar.recording_retention)
-        engines = {dep.name: DeploymentEngine(dep) for dep in self.config.deployments}
-        loaded = {}
+        history = {}
         for dep in self.config.deployments:
             saved = self.recording.book(dep.name, [t.id for t in dep.targets])
-            loaded[dep.name] = engines[dep.name].restore(self.recording.snapshots(dep.name, start=horizon, end=now),
-                                                         saved[1] if saved else None)
+            history[dep.name] = (self.recording.snapshots(dep.name, start=horizon, end=now), saved[1] if saved else None)
             self._say_future_rows(dep.name, now)
-        self.observations.engines.update(engines)
+        loaded = self.observations.restore(history)
         for name, n in loaded.items():
             if n:
                 log.info("restored %d recorded snapshots of %s", n, name)
@@ -173,17 +215,17 @@ class Sidecar:
             return False
         status = self.status()
         telemetry = self.observations.readings_by_deployment()
-        logs: dict[str, list] = {}
+        logs: dict[str, list[TargetCounts]] = {}
         for c in self.request_logs.counts() if self.request_logs else ():
             logs.setdefault(c.deployment, []).append(c)
         rows = []
         for dep, ds in zip(self.config.deployments, status.deployments):
-            engine = self.observations.engines[dep.name]
-            snap = engine.store.latest()
-            if snap is None:
+            latest = self.observations.latest(dep.name)
+            if latest is None:
                 continue
+            snap, book = latest
             readings = [r for res in telemetry.get(dep.name, []) for r in res.readings]
-            rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), engine.book))
+            rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), book))
         try:
             written = self.recording.write_tick(
                 rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention),
@@ -277,11 +319,8 @@ class Sidecar:
 
     def _apply(self, new: Config, plan: ReloadPlan) -> None:
         keep = set(plan.kept)
-        old_obs, old_scraper = self.observations, self.scraper
-        engines = {d.name: old_obs.engines[d.name] if d.name in keep else DeploymentEngine(d)
-                   for d in new.deployments}
-        observations = Observations(new, engines)
-        observations.carry_over(old_obs, keep)
+        old_scraper = self.scraper
+        observations = self.observations.reloaded(new, keep)
         scraper = Scraper(new, observations, clock=self.clock)
         scraper.cycles, scraper.last_cycle_seconds = old_scraper.cycles, old_scraper.last_cycle_seconds
         scraper.npu_details = {k: v for k, v in old_scraper.npu_details.items() if k[0] in keep}
@@ -323,12 +362,8 @@ class Sidecar:
         observations, request_logs = self.observations, self.request_logs
 
         def read(dep: Deployment) -> DeploymentStatus:
-            engine = observations.engines[dep.name]
-            targets = [observations.statuses[(dep.name, t.id)] for t in dep.targets]
-            st = deployment_status(dep, engine.state(now), targets)
-            if request_logs and dep.name in request_logs.summaries:
-                st.goodput = goodput_status(dep, request_logs.summaries[dep.name].values())
-            return st
+            return deployment_status(dep, observations.state(dep.name, now), observations.target_statuses(dep),
+                                     request_logs.summaries.get(dep.name, {}).values())
         return read
 
     def _sidecar_status(self, now: float) -> SidecarStatus:
@@ -360,10 +395,9 @@ class Sidecar:
 
     def extra_families(self, status: StatusResponse) -> Iterator[Metric]:
         """Families beside the SLO state: accelerator telemetry and the request-log SLIs."""
-        if self.observations.telemetry:
-            yield from telemetry_families(self.observations.readings_by_deployment())
+        yield from telemetry_families(self.observations.readings_by_deployment())
         if self.request_logs:
-            yield from self.request_logs.families(status)
+            yield from request_log_families(self.request_logs.summaries, self.request_logs.counts(), status)
         if self.guard is not None:
             yield from self.guard.families()
 
@@ -373,15 +407,8 @@ class Sidecar:
             return
         self.request_logs.poll(now)
         for tl in self.request_logs.targets:
-            st = self.observations.statuses[(tl.deployment, tl.target.id)]
-            was_up, scrapes = st.up, st.scrapes
-            if tl.target.path and Path(tl.target.path).is_dir():
-                st.record_success(now, 0.0, tl.lines, 0, "request-log")
-                st.last_error = tl.last_error  # malformed lines are skipped, not fatal
-            else:
-                st.record_failure(now, f"request-log directory {tl.target.path} does not exist "
-                                  "(is SGLang launched with --export-metrics-to-file-dir?)", 0.0)
-            self.observations.say_transition(st, was_up, scrapes, now)
+            found = bool(tl.target.path and Path(tl.target.path).is_dir())
+            self.observations.apply_request_log(tl.deployment, tl.target, now, tl.lines, tl.last_error, found=found)
 
     def _on_cycle(self, now: float) -> None:
         self.poll_request_logs(now)

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Sequence
 
 from monitor.conventions.slis import ENGINE_ROLES, SLI_BY_KEY
-from monitor.state import ClientGoneWindowStatus, DeploymentStatus, SliStatus, StatusResponse
+from monitor.status_model import ClientGoneWindowStatus, DeploymentStatus, SliStatus, StatusResponse
 
 RED, GREEN, YELLOW, DIM, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[2m", "\x1b[0m"
 

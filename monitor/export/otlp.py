@@ -31,9 +31,9 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, OTELResourceDetector, Resource
 from prometheus_client.core import Metric
 
-from monitor import __version__
 from monitor.export.otlp_points import OtlpPoint, points_from_status
-from monitor.state import StatusResponse
+from monitor.status_model import StatusResponse
+from monitor.version import __version__
 
 log = logging.getLogger(__name__)
 

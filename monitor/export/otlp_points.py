@@ -24,7 +24,7 @@ from typing import Literal
 from prometheus_client.core import Metric
 
 from monitor.export.prometheus import families_from_status
-from monitor.state import StatusResponse
+from monitor.status_model import StatusResponse
 
 Kind = Literal["gauge", "counter"]
 

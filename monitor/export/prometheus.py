@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from monitor.conventions import names as N
-from monitor.state import StatusResponse
+from monitor.status_model import StatusResponse
 
 
 def _ok(x: float | None) -> bool:

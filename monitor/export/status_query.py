@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
-from monitor.state import DeploymentStatus, PageInfo, StatusResponse
+from monitor.status_model import DeploymentStatus, PageInfo, StatusResponse
 
 DEFAULT_LIMIT = 100  # ~0.4 MB of JSON with 6 h windows (the 2,000-deployment answer was 8.9 MB)
 MAX_LIMIT = 1000

@@ -13,12 +13,12 @@ from monitor.generate.alertmanager import alertmanager_yml
 from monitor.generate.dashboards import dashboards
 from monitor.generate.kubernetes import kustomization, pod_monitor, prometheus_rule, service_monitor
 from monitor.generate.options import Options
-from monitor.generate.plan import plan_slis
 from monitor.generate.prometheus_config import prometheus_yml
 from monitor.generate.promtool_tests import promtool_test, self_test
 from monitor.generate.provisioning import dashboards_yaml, datasource_yaml
 from monitor.generate.rules import slo_groups
 from monitor.generate.symptoms import global_groups, symptom_groups
+from monitor.slo_plan import plan_slis
 
 log = logging.getLogger(__name__)
 OWNED_DIRS = ("alerts", "dashboards", "deploy/kubernetes")
@@ -37,7 +37,7 @@ def generate(config: Config, opts: Options) -> dict[str, str]:
     files: dict[str, str] = {}
     all_groups: list[dict[str, Any]] = []
     for dep in config.deployments:
-        plans = plan_slis(dep, opts)
+        plans = plan_slis(dep, opts.approximate)
         groups = slo_groups(dep, plans, opts) + symptom_groups(dep, opts)
         all_groups += groups
         files[f"alerts/{names.rules_file(dep.name)}"] = _rules_file(

@@ -20,9 +20,9 @@ from monitor.conventions.names import GAUGES
 from monitor.conventions.slis import REQUEST_ROLES, SLI_BY_KEY
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
-from monitor.generate.plan import engine_matchers
-from monitor.generate.rules import alert, extra_labels, record
+from monitor.generate.rules import alert, record
 from monitor.promql import format_number, mean_latency, per_rank_total, selector
+from monitor.slo_plan import engine_matchers, extra_labels
 
 ITL, THROUGHPUT, MAX = names.TPOT_LEADING_SOURCES
 

@@ -18,8 +18,8 @@ from monitor.conventions import names
 from monitor.conventions.names import GATEWAY_SOURCES
 from monitor.escaping import comment, yaml_text
 from monitor.generate.options import Options
-from monitor.generate.plan import SCRAPED_SOURCES
 from monitor.redaction import redact, secret_param
+from monitor.slo_plan import SCRAPED_SOURCES
 
 JOB_BY_SOURCE = {"router": "sglang-router", "router-engine-metrics": "sglang-router-engine-metrics",
                  "npu-exporter": "npu-exporter", "dcgm": "dcgm"}

@@ -24,7 +24,10 @@ from monitor.escaping import matchers
 from monitor.feeds import feed
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
-from monitor.generate.plan import (
+from monitor.generate.rules import burn_alerts, burn_factor
+from monitor.generate.symptoms import PAGE_ROLES, global_groups, symptom_groups
+from monitor.promql import format_number, selector
+from monitor.slo_plan import (
     AvailabilityPlan,
     GoodputPlan,
     Plan,
@@ -32,9 +35,6 @@ from monitor.generate.plan import (
     edges_for,
     scraped_roles,
 )
-from monitor.generate.rules import burn_alerts, burn_factor
-from monitor.generate.symptoms import PAGE_ROLES, global_groups, symptom_groups
-from monitor.promql import format_number, selector
 
 _VALUE = re.compile(r'\{\{ \$value \| printf "(%[^"]+)" \}\}')
 _LABEL = re.compile(r"\{\{ \$labels\.([a-zA-Z_][a-zA-Z0-9_]*) \}\}")

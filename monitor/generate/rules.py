@@ -22,28 +22,23 @@ from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.policy import BURN_RATE_ALERTS, RULE_WINDOWS
 from monitor.conventions.slis import SLI_RECORDS
-from monitor.conventions.units import format_le, parse_duration
+from monitor.conventions.units import parse_duration
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
-from monitor.generate.plan import (
+from monitor.promql import (
+    error_ratio,
+    format_number,
+    mean_latency,
+    selector,
+)
+from monitor.slo_plan import (
     AvailabilityPlan,
     GoodputPlan,
     Plan,
     SLIPlan,
     engine_matchers,
-)
-from monitor.promql import (
-    error_ratio,
-    format_number,
-    good_from_bad,
-    good_rate,
-    matched_selector,
-    mean_latency,
-    nhcb_count_rate,
-    nhcb_good_rate,
-    selector,
-    sum_rate,
-    sum_rate_of,
+    extra_labels,
+    good_and_total,
 )
 
 PERIOD_30D = 30 * 86400
@@ -64,38 +59,9 @@ def alert(name: str, expr: str, for_: str | None, labels: dict[str, str], annota
     return rule
 
 
-def extra_labels(dep: Deployment) -> dict[str, str]:
-    """The deployment's own `labels:` (team, tier, ...) added to its alerts (names checked by the config)."""
-    return dict(sorted(dep.labels.items()))
-
-
 def burn_factor(nominal: float, period_seconds: int) -> float:
     """The workbook factors are for 30d; keep the same share of budget per window for other periods."""
     return round(nominal * period_seconds / PERIOD_30D, 6)
-
-
-def good_and_total(dep: Deployment, plan: Plan, w: str, nhcb: bool = False) -> tuple[str, str]:
-    """PromQL for good and total events per second over window `w` (also what the Sloth spec uses)."""
-    eq = {"deployment": dep.name}
-    if isinstance(plan, GoodputPlan):
-        return sum_rate(plan.good_metric, eq, {}, w), sum_rate(plan.total_metric, eq, {}, w)
-    if isinstance(plan, AvailabilityPlan):
-        router = {**eq, "role": "router"}
-        spec = plan.series
-        total = sum_rate_of(matched_selector(spec.total.family, router, spec.total.matchers), w)
-        bad = [sum_rate_of(matched_selector(m.family, router, m.matchers), w) for m in spec.bad]
-        return good_from_bad(total, bad), total
-    regex, neq, nregex = engine_matchers(dep, plan.record.roles)
-    if nhcb:  # histogram_fraction interpolates a non-edge target the way good_rate does below
-        return (nhcb_good_rate(plan.family, eq, regex, w, plan.target, neq, nregex),
-                nhcb_count_rate(plan.family, eq, regex, w, neq, nregex))
-    if not plan.approximate:
-        lower, upper = plan.le, None
-    else:
-        lower = None if plan.lower == 0 else format_le(plan.lower)
-        upper = format_le(plan.upper)
-    return (good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9), neq, nregex),
-            sum_rate(plan.family + "_count", eq, regex, w, neq=neq, nregex=nregex))
 
 
 def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:

@@ -13,9 +13,9 @@ from monitor.escaping import template_literal
 from monitor.generate.gateway import gateway_alerts
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
-from monitor.generate.plan import engine_matchers, scraped_roles
-from monitor.generate.rules import alert, extra_labels, latency_means, record
+from monitor.generate.rules import alert, latency_means, record
 from monitor.promql import format_number, per_rank_total, selector
+from monitor.slo_plan import engine_matchers, extra_labels, scraped_roles
 
 PAGE_ROLES = frozenset({*ENGINE_ROLES, "router"})
 

@@ -23,7 +23,8 @@ from monitor.conventions.names import AVAILABILITY_SLI, GOODPUT_REQUESTS_TOTAL
 from monitor.conventions.slis import GOODPUT_SLI, SLI_FAMILIES
 from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import excerpt, shorten, yaml_text
-from monitor.generate.plan import (
+from monitor.promql import format_number, matched_selector, selector
+from monitor.slo_plan import (
     AvailabilityPlan,
     GoodputPlan,
     availability_plan,
@@ -31,7 +32,6 @@ from monitor.generate.plan import (
     goodput_plan,
     resolve_sli,
 )
-from monitor.promql import format_number, matched_selector, selector
 
 API_VERSION = "openslo/v1"
 ANN = "slo-monitor.io/"

@@ -16,16 +16,15 @@ from typing import Any
 
 from monitor.config import Config, Deployment
 from monitor.escaping import comment, yaml_text
-from monitor.generate.options import Options
-from monitor.generate.plan import Plan, SLIPlan, plan_slis
-from monitor.generate.rules import extra_labels, good_and_total
+from monitor.slo_plan import Plan, SLIPlan, extra_labels, good_and_total, plan_slis
 
 SLOTH_VERSION = "prometheus/v1"
 WINDOW = "{{.window}}"
 
 
 def queries(dep: Deployment, plan: Plan, window: str = WINDOW) -> tuple[str, str]:
-    """(error_query, total_query) over `window`: the generator's own sli_good/sli_total expressions."""
+    """(error_query, total_query) over `window`: the expressions of the generator's sli_good/sli_total
+    records (`monitor.slo_plan.good_and_total`)."""
     good, total = good_and_total(dep, plan, window)
     return f"({total})\n- ({good})", total
 
@@ -52,7 +51,7 @@ def slo_spec(dep: Deployment, plan: Plan) -> dict[str, Any]:
 
 
 def sloth_document(dep: Deployment, approximate: bool = True) -> dict[str, Any]:
-    plans = plan_slis(dep, Options(approximate=approximate))
+    plans = plan_slis(dep, approximate)
     return {
         "version": SLOTH_VERSION,
         "service": dep.name,

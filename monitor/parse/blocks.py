@@ -27,7 +27,7 @@ import re
 from typing import NamedTuple
 
 from monitor.conventions.names import canonical_name
-from monitor.parse.exposition import (
+from monitor.parse.lines import (
     LABEL_CACHE,
     Exposition,
     Labels,

@@ -3,7 +3,7 @@
 Histograms say what share of requests met TTFT and, separately, TPOT; only per-request records say
 what share met both (goodput, as DistServe and `bench_serving --goodput` define it).
 
-The goodput SLO's rules are generated with the others (`monitor.generate.plan.GoodputPlan`).
+The goodput SLO's rules are generated with the others (`monitor.slo_plan.GoodputPlan`).
 """
 
 from monitor.requestlog.reader import RequestLogReader, state_path_for

@@ -1,7 +1,8 @@
 """RequestLogReader: every `request-log` target of a config, tailed and turned into goodput windows.
 
 Synchronous and cheap when nothing changed (one directory listing and a stat per file): the
-sidecar calls `poll(now)` once per scrape cycle and `families(status)` from its collector. With a
+sidecar calls `poll(now)` once per scrape cycle; what it read (`summaries`, `counts()`) becomes the read
+model's goodput windows and the request-log families (`monitor.export.requestlog`). With a
 `state_path` the per-file offsets and the line/error counters survive restarts (JSON, replaced
 atomically after every poll that read something).
 """
@@ -18,20 +19,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import Metric
-
 from monitor.config import Config, Deployment, Target
 from monitor.conventions.policy import SIDECAR_WINDOWS
 from monitor.conventions.slis import REQUEST_SLIS
-from monitor.requestlog.export import TargetCounts, request_log_families
 from monitor.requestlog.goodput import WindowGoodput, pack, summarize
 from monitor.requestlog.records import RecordError, evaluate, parse_line, request_targets
 from monitor.requestlog.tail import FileOffset, LogTailer
-from monitor.state import StatusResponse
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1
 LOGGED_ERRORS_PER_POLL = 5
+
+
+@dataclass(frozen=True)
+class TargetCounts:
+    """One request-log target's counters since it was first read (they survive restarts with `state_path`)."""
+
+    deployment: str
+    target: str
+    lines: int
+    errors: int
+    finished: int = 0
+    good: int = 0
 
 
 @dataclass
@@ -185,15 +194,9 @@ class RequestLogReader:
             self.save()
         return read
 
-    # --- export ----------------------------------------------------------------------------------
+    # --- what was read --------------------------------------------------------------------------
     def counts(self) -> list[TargetCounts]:
         return [TargetCounts(t.deployment, t.target.id, t.lines, t.errors, t.finished, t.good) for t in self.targets]
-
-    def families(self, status: StatusResponse | None = None) -> list[Metric]:
-        """The request-log families as of the last poll; `status` adds the source disagreement."""
-        if not self.targets:
-            return []
-        return request_log_families(self.summaries, self.counts(), status)
 
 
 def _key(deployment: str, target: Target) -> str:

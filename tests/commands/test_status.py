@@ -14,7 +14,7 @@ from monitor.commands.status import TOKEN_ENV, _status, fetch_status, render_tab
 from monitor.config import parse_config
 from monitor.export.status_query import DEFAULT_LIMIT
 from monitor.sidecar import Sidecar
-from monitor.state import StatusResponse, sidecar_status
+from monitor.status_model import StatusResponse, sidecar_status
 
 TOKEN = "t0k-from-elsewhere"
 BODY = StatusResponse(sidecar=sidecar_status(1.0, 2.0, 5.0, 3, 0.01), deployments=[]).model_dump_json().encode()
@@ -68,7 +68,7 @@ def test_a_token_file_that_is_missing_or_empty_is_one_clear_line(content, tmp_pa
 
 def test_the_table_says_when_the_sidecar_is_degraded_or_its_last_reload_failed():
     from monitor.commands.status import render_table
-    from monitor.state import ConfigReloadStatus
+    from monitor.status_model import ConfigReloadStatus
 
     side = sidecar_status(1.0, 2.0, 5.0, 3, 0.01, degraded=["recording /r.sqlite: cannot write (disk full)"],
                           config=ConfigReloadStatus(successful=False, last_success_ts=1.0, last_attempt_ts=2.0,

@@ -12,13 +12,13 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from monitor import __version__
 from monitor.commands.generate import DEFAULT_CONFIG
 from monitor.config import load_config
 from monitor.emulate.topology import localize
 from monitor.generate.build import generate
 from monitor.generate.options import Options
 from monitor.generate.provisioning import DASHBOARD_PATH
+from monitor.version import __version__
 from tests.deploy.helpers import (
     ROOT,
     bind_mounts,

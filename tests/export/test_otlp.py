@@ -19,8 +19,8 @@ from monitor.config import parse_config
 from monitor.export.otlp import _resource, start_otlp
 from monitor.export.otlp_points import points_from_families, points_from_status, unit_for
 from monitor.export.prometheus import families_from_status
+from monitor.export.telemetry import telemetry_families
 from monitor.sidecar import Sidecar
-from monitor.telemetry.export import telemetry_families
 from tests.conftest import npu_exporter_documented, serve_routes
 from tests.slo.helpers import exposition
 

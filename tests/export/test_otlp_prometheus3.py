@@ -33,12 +33,12 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor import __version__
 from monitor.config import parse_config
 from monitor.emulate import Emulator
 from monitor.export.otlp_points import unit_for
 from monitor.scrape import supervise
 from monitor.sidecar import Sidecar
+from monitor.version import __version__
 from tests.components import PROMETHEUS_3
 from tests.conftest import free_port
 from tests.procs import running

@@ -9,7 +9,7 @@ from prometheus_client import generate_latest
 
 from monitor.config import Config, parse_config
 from monitor.sidecar import Sidecar
-from monitor.state import StatusResponse
+from monitor.status_model import StatusResponse
 from monitor.telemetry.fake_npu_smi import write_fake_npu_smi
 from tests.components import assert_promtool_clean
 from tests.conftest import REAL_FIXTURES, serve_routes

@@ -13,7 +13,7 @@ from monitor.config import parse_config
 from monitor.export.status_query import DEFAULT_LIMIT, QueryError, StatusQuery, parse_query, select, state_of
 from monitor.scrape.result import ScrapeResult
 from monitor.sidecar import Sidecar
-from monitor.state import StatusResponse
+from monitor.status_model import StatusResponse
 
 
 def _config(n: int):

@@ -11,11 +11,11 @@ from monitor.conventions import names
 from monitor.conventions.names import AVAILABILITY_SERIES, GATEWAY_OWN_PATHS, GATEWAYS
 from monitor.conventions.policy import RULE_WINDOWS
 from monitor.generate.options import Options
-from monitor.generate.plan import AvailabilityPlan, plan_slis
 from monitor.generate.rules import slo_groups
 from monitor.interop.openslo import render_openslo
 from monitor.interop.sloth import render_sloth
 from monitor.promql import metric_names
+from monitor.slo_plan import AvailabilityPlan, plan_slis
 
 ROUTER = {"role": "router", "url": "http://10.0.0.3:29000/metrics"}
 
@@ -77,7 +77,7 @@ def test_availability_pages_and_tickets_on_the_workbook_pairs_with_a_gateway_run
 def test_a_router_alone_records_no_availability_slo():
     cfg = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": [
         {"role": "server", "url": "http://127.0.0.1:30000/metrics"}, ROUTER]}]})
-    plans = plan_slis(cfg.deployments[0], Options())
+    plans = plan_slis(cfg.deployments[0])
     assert not any(isinstance(p, AvailabilityPlan) for p in plans)
     assert "availability" not in yaml.safe_dump(slo_groups(cfg.deployments[0], plans, Options()))
 

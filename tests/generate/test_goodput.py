@@ -9,9 +9,9 @@ from monitor.config import ConfigError, parse_config
 from monitor.conventions import names
 from monitor.conventions.policy import RULE_WINDOWS
 from monitor.generate.options import Options
-from monitor.generate.plan import GoodputPlan, plan_slis
 from monitor.generate.rules import slo_groups
 from monitor.interop.sloth import render_sloth
+from monitor.slo_plan import GoodputPlan, plan_slis
 
 
 def _rules(small_files: dict[str, str], deployment: str) -> list[dict]:
@@ -49,7 +49,7 @@ def test_a_request_log_alone_records_no_goodput_slo():
         {"role": "server", "url": "http://127.0.0.1:30000/metrics"},
         {"role": "request-log", "path": "/var/log/sglang"}]}]})
     dep = cfg.deployments[0]
-    plans = plan_slis(dep, Options())
+    plans = plan_slis(dep)
     assert not any(isinstance(p, GoodputPlan) for p in plans)
     text = yaml.safe_dump(slo_groups(dep, plans, Options()))
     assert "goodput" not in text

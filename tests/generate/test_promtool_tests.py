@@ -5,8 +5,8 @@ from __future__ import annotations
 from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.generate.options import Options
-from monitor.generate.plan import plan_slis
 from monitor.generate.promtool_tests import promtool_test, render
+from monitor.slo_plan import plan_slis
 
 DEP = Deployment(name="d", tpot_target_seconds=0.04, objective=0.99,
                  targets=[{"role": "server", "url": "http://s:1/metrics"}])
@@ -24,7 +24,7 @@ def test_render_prints_a_with_block_only_when_its_label_is_set():
 
 
 def test_one_case_per_burn_scenario_plus_the_target_down_case_and_the_leading_tpot_cases():
-    plans = plan_slis(DEP, Options())
+    plans = plan_slis(DEP)
     doc = promtool_test(DEP, plans, Options())
     names_ = [t["name"] for t in doc["tests"]]
     assert names_ == ["d tpot: fast burn pages", "d tpot: medium burn pages via 6h/30m only",
@@ -37,7 +37,7 @@ def test_one_case_per_burn_scenario_plus_the_target_down_case_and_the_leading_tp
 
 
 def test_fast_burn_expects_both_page_pairs_and_healthy_expects_none():
-    doc = promtool_test(DEP, plan_slis(DEP, Options()), Options())
+    doc = promtool_test(DEP, plan_slis(DEP), Options())
     fast, healthy = doc["tests"][0], doc["tests"][3]
     pages = {(a["exp_labels"]["long_window"], a["exp_labels"]["short_window"])
              for t in fast["alert_rule_test"] if t["alertname"] == names.ALERT_PAGE for a in t["exp_alerts"]}
@@ -46,7 +46,7 @@ def test_fast_burn_expects_both_page_pairs_and_healthy_expects_none():
 
 
 def test_input_series_are_the_sli_families_with_the_scrape_labels():
-    doc = promtool_test(DEP, plan_slis(DEP, Options()), Options())
+    doc = promtool_test(DEP, plan_slis(DEP), Options())
     series = [s["series"] for s in doc["tests"][0]["input_series"]]
     assert series == ['sglang:request_time_per_output_token_seconds_count{deployment="d",role="server"}',
                       'sglang:request_time_per_output_token_seconds_bucket{deployment="d",role="server",le="0.04"}']
@@ -54,12 +54,12 @@ def test_input_series_are_the_sli_families_with_the_scrape_labels():
 
 def test_a_burn_above_100_percent_errors_is_not_tested():
     strict = DEP.model_copy(update={"objective": 0.5})  # 20x the budget would be 1000 % errors
-    doc = promtool_test(strict, plan_slis(strict, Options()), Options())
+    doc = promtool_test(strict, plan_slis(strict), Options())
     assert "d tpot: fast burn pages" not in [t["name"] for t in doc["tests"]]
 
 
 def test_the_leading_tpot_warning_is_expected_only_where_the_running_requests_are_slow():
-    doc = promtool_test(DEP, plan_slis(DEP, Options()), Options())
+    doc = promtool_test(DEP, plan_slis(DEP), Options())
     cases = [t for t in doc["tests"] if any(a["alertname"] == names.ALERT_TPOT_LEADING for a in t["alert_rule_test"])]
     fired = [bool(t["alert_rule_test"][0]["exp_alerts"]) for t in cases]
     assert fired == [True, True, False, False]

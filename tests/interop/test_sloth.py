@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from monitor.generate.options import Options
-from monitor.generate.plan import SLIPlan, plan_slis
 from monitor.generate.rules import sli_recordings
 from monitor.interop.sloth import render_sloth
+from monitor.slo_plan import SLIPlan, plan_slis
 from tests.components import PROMETHEUS_3, SLOTH
 
 WINDOW = "1h"
@@ -35,7 +35,7 @@ def test_sloth_queries_are_the_generators_good_and_total_for_a_window(small_conf
     for dep in small_config.deployments:
         spec = yaml.safe_load(render_sloth(small_config)[f"sloth/{dep.name}.yaml"])
         by_name = {s["name"]: s for s in spec["slos"]}
-        for plan in plan_slis(dep, Options(approximate=True)):
+        for plan in plan_slis(dep, approximate=True):
             rules = {(r["record"]): r["expr"] for r in sli_recordings(dep, plan, opts)}
             good = rules[f"slo_monitor:sli_good:rate{WINDOW}"]
             total = rules[f"slo_monitor:sli_total:rate{WINDOW}"]

@@ -14,7 +14,7 @@ from monitor.scrape.status import TargetStatus
 from monitor.slo.histogram import Hist
 from monitor.slo.leading import itl_mean, leading_tpot, throughput_tpot
 from monitor.slo.windows import Snapshot, SnapshotStore
-from monitor.state import StatusResponse, deployment_status, sidecar_status
+from monitor.status_model import StatusResponse, deployment_status, sidecar_status
 from tests.slo.helpers import histogram_lines
 from tests.slo.test_engine import make
 

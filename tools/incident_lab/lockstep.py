@@ -36,9 +36,9 @@ from monitor.conventions.slis import SLI_FAMILIES
 from monitor.emulate import Emulator
 from monitor.emulate.exposition import render_npu, server_families
 from monitor.escaping import matchers
-from monitor.generate.plan import SCRAPED_SOURCES
 from monitor.generate.prometheus_config import job_name
 from monitor.sidecar import Sidecar
+from monitor.slo_plan import SCRAPED_SOURCES
 from tools.incident_lab.scenarios import EPOCH, INTERVAL, SCENARIOS, UNTIL, Scenario, lab_config
 
 SIDECAR_INSTANCE = "127.0.0.1:9464"

@@ -26,8 +26,8 @@ from monitor.conventions.policy import BURN_RATE_ALERTS, RULE_WINDOWS
 from monitor.conventions.units import parse_prometheus_duration
 from monitor.generate.build import generate
 from monitor.generate.options import Options
-from monitor.generate.plan import plan_slis
 from monitor.interop.sloth import render_sloth
+from monitor.slo_plan import plan_slis
 from tools.sloth_compare.history import STEP, History
 
 PERIOD = "period"  # our `slo_monitor:sli_error:ratio_period` and Sloth's `slo:sli_error:ratio_rate30d`
@@ -225,7 +225,7 @@ def _finite(series: dict[int, float]) -> dict[int, float]:
 
 
 def slos(history: History) -> list[Key]:
-    return [(d.name, p.sli) for d in history.config.deployments for p in plan_slis(d, Options(approximate=True))]
+    return [(d.name, p.sli) for d in history.config.deployments for p in plan_slis(d, approximate=True)]
 
 
 def window_rows(r: Readout, keys: list[Key], windows: tuple[str, ...] = tuple(RULE_WINDOWS)) -> list[WindowRow]:

@@ -1,20 +1,22 @@
 """The sidecar's read model: what it knows about each deployment now, as the pydantic wire types of
-`/api/v1/status`, built from SLO engine state and target statuses. Every view reads this one model:
-the HTTP API and `/metrics` (export), the status table, the recording, the request-log families and the
-analyzer."""
+`/api/v1/status`, built from SLO engine state, target statuses and the request log's goodput windows. Every
+view reads this one model: the HTTP API and `/metrics` (export), the status table, the recording, the
+request-log families and the analyzer."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from monitor import __version__
 from monitor.config import Deployment
 from monitor.redaction import redact
+from monitor.requestlog.goodput import WindowGoodput
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
 from monitor.slo.state import AvailabilityState, ClientGoneWindow, DeploymentState, SliState
+from monitor.version import __version__
 
 
 def _f(x: float | None) -> float | None:
@@ -257,7 +259,15 @@ def target_status(t: TargetStatus) -> TargetStatusModel:
     )
 
 
-def deployment_status(dep: Deployment, state: DeploymentState, targets: list[TargetStatus]) -> DeploymentStatus:
+def goodput_status(dep: Deployment, windows: Iterable[WindowGoodput]) -> list[GoodputWindowStatus]:
+    """The deployment's goodput windows (from its request-log targets) as `/api/v1/status` shows them."""
+    return [GoodputWindowStatus(window=w.window, seconds=w.seconds, requests=w.requests, good=w.good, ratio=w.ratio,
+                                missed=dict(w.missed), objective=dep.goodput_objective) for w in windows]
+
+
+def deployment_status(dep: Deployment, state: DeploymentState, targets: list[TargetStatus],
+                      goodput: Iterable[WindowGoodput] = ()) -> DeploymentStatus:
+    """`goodput`: the request log's windows of the deployment (none without a request-log target)."""
     return DeploymentStatus(
         name=dep.name, model=dep.model, hardware=dep.hardware, cards=dep.cards, mode=dep.mode,
         slis=[sli_status(s) for s in state.slis.values()],
@@ -271,6 +281,7 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
             target_seconds=state.leading_tpot.target_seconds, over_target=state.leading_tpot.over_target),
         availability=availability_status(state.availability) if state.availability is not None else None,
         client_gone=[client_gone_status(w) for w in (state.client_gone or {}).values()],
+        goodput=goodput_status(dep, goodput),
     )
 
 

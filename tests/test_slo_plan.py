@@ -3,8 +3,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.config import Deployment
-from monitor.generate.options import Options, format_ms
-from monitor.generate.plan import GenerateError, engine_matchers, resolve_sli
+from monitor.slo_plan import GenerateError, engine_matchers, resolve_sli
 
 
 def dep(**kw) -> Deployment:
@@ -53,12 +52,3 @@ def test_engine_matchers_read_direct_servers_and_the_merge_for_the_other_workers
     only_router = Deployment(name="d", targets=[{"role": "router", "source": "router-engine-metrics",
                                                  "url": "http://r:1/engine_metrics"}])
     assert engine_matchers(only_router, ("server", "decode")) == ({"role": "router"}, {"engine_type": "prefill"}, {})
-
-
-def test_time_scale_divides_windows_into_exact_durations():
-    opts = Options(time_scale=60)
-    assert opts.duration("5m") == "5s" and opts.duration("3d") == "72m" and opts.duration("30d") == "12h"
-    assert Options(time_scale=7).duration("5m") == "42857ms"
-    assert format_ms(1500) == "1500ms"
-    with pytest.raises(ValueError):
-        Options(time_scale=0.5)

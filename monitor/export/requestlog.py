@@ -1,4 +1,5 @@
-"""prometheus_client families for the request-log SLIs (promtool check metrics clean).
+"""prometheus_client families for the request-log SLIs (promtool check metrics clean), from what
+`monitor.requestlog.RequestLogReader` read (its `summaries` and `counts()`).
 
     slo_monitor_goodput_ratio{deployment,window}                  good / finished requests
     slo_monitor_goodput_requests_per_second{deployment,window}    good requests / window seconds
@@ -16,11 +17,9 @@ An empty window exports no ratio (never NaN), like the histogram SLIs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from monitor.config import Deployment
 from monitor.conventions.names import (
     M_DISAGREEMENT,
     M_GOODPUT_RATE,
@@ -34,23 +33,8 @@ from monitor.conventions.names import (
     M_MISSED,
 )
 from monitor.requestlog.goodput import MISSED, WindowGoodput, disagreement
-from monitor.state import GoodputWindowStatus, StatusResponse
-
-
-@dataclass(frozen=True)
-class TargetCounts:
-    deployment: str
-    target: str
-    lines: int
-    errors: int
-    finished: int = 0
-    good: int = 0
-
-
-def goodput_status(dep: Deployment, windows: Iterable[WindowGoodput]) -> list[GoodputWindowStatus]:
-    """The deployment's goodput windows as `/api/v1/status` shows them."""
-    return [GoodputWindowStatus(window=w.window, seconds=w.seconds, requests=w.requests, good=w.good, ratio=w.ratio,
-                                missed=dict(w.missed), objective=dep.goodput_objective) for w in windows]
+from monitor.requestlog.reader import TargetCounts
+from monitor.status_model import StatusResponse
 
 
 def histogram_ratios(status: StatusResponse | None, deployment: str) -> dict[tuple[str, str], float | None]:
@@ -65,6 +49,11 @@ def histogram_ratios(status: StatusResponse | None, deployment: str) -> dict[tup
 
 def request_log_families(summaries: Mapping[str, Mapping[str, WindowGoodput]], counts: Iterable[TargetCounts],
                          status: StatusResponse | None = None) -> list[Metric]:
+    """The request-log families of every deployment; `status` (the histogram SLIs) adds the source
+    disagreement. No request-log target: no family."""
+    counts = list(counts)
+    if not counts:
+        return []
     DW, DSW = ["deployment", "window"], ["deployment", "sli", "window"]
     ratio = GaugeMetricFamily(M_GOODPUT_RATIO, "Share of requests finished in the window that succeeded and met "
                               "every latency SLO of the deployment (goodput ratio, from the request log).", labels=DW)

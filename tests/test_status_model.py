@@ -12,7 +12,7 @@ from monitor.scrape.status import TargetStatus
 from monitor.slo.engine import DeploymentEngine
 from monitor.slo.histogram import Hist
 from monitor.slo.windows import Snapshot
-from monitor.state import StatusResponse, deployment_status, sidecar_status
+from monitor.status_model import StatusResponse, deployment_status, sidecar_status
 from tests.conftest import strict_json
 
 NAN = math.nan

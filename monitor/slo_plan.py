@@ -1,4 +1,10 @@
-"""What to generate for each deployment: resolved SLIs (bucket edge or interpolation) and selectors."""
+"""What each SLO of a deployment counts, in PromQL: below generate/ and interop/, so rules and OpenSLO/Sloth agree.
+
+A latency SLI resolves to a bucket edge of its histogram or to an interpolation between two
+(`resolve_sli`); goodput and availability are SLOs over a pair of counters (`GoodputPlan`,
+`AvailabilityPlan`). `good_and_total` writes any plan as PromQL: the generator's recording rules and the
+Sloth spec both use it.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +22,17 @@ from monitor.conventions.names import (
 from monitor.conventions.slis import ENGINE_ROLES, GOODPUT_SLI, REQUEST_SLIS, SLI, SLI_BY_KEY, sharing_flag
 from monitor.conventions.units import format_le
 from monitor.feeds import feed
-from monitor.generate.options import Options
-from monitor.promql import format_number, split_matchers
+from monitor.promql import (
+    format_number,
+    good_from_bad,
+    good_rate,
+    matched_selector,
+    nhcb_count_rate,
+    nhcb_good_rate,
+    split_matchers,
+    sum_rate,
+    sum_rate_of,
+)
 
 # Prometheus' exported sample names (prometheus-client) of each scraped source, by role.
 SCRAPED_SOURCES = ("sglang", "router", "router-engine-metrics", "npu-exporter", "dcgm")
@@ -217,9 +232,11 @@ def resolve_sli(dep: Deployment, sli: str, approximate: bool) -> SLIPlan:
     return plan
 
 
-def plan_slis(dep: Deployment, options: Options) -> list[Plan]:
-    """The histogram SLIs with a target, then the goodput and availability SLOs the deployment has."""
-    plans: list[Plan] = [resolve_sli(dep, sli, options.approximate) for sli in dep.slis]
+def plan_slis(dep: Deployment, approximate: bool = False) -> list[Plan]:
+    """The histogram SLIs with a target, then the goodput and availability SLOs the deployment has.
+    `approximate`: interpolate a target that is not a bucket edge (else refused, unless the deployment
+    says `approximate: true`)."""
+    plans: list[Plan] = [resolve_sli(dep, sli, approximate) for sli in dep.slis]
     return plans + [p for p in (goodput_plan(dep), availability_plan(dep)) if p is not None]
 
 
@@ -233,3 +250,32 @@ def engine_matchers(dep: Deployment, roles: tuple[str, ...] = ENGINE_ROLES) -> t
     """(regex, not-equal, not-matching) label matchers for the SGLang series of `dep` that feed a number
     SGLang records on `roles`: `monitor.feeds`, the same targets and workers the sidecar reads."""
     return split_matchers(feed(dep, roles).matchers)
+
+
+def extra_labels(dep: Deployment) -> dict[str, str]:
+    """The deployment's own `labels:` (team, tier, ...) added to its alerts (names checked by the config)."""
+    return dict(sorted(dep.labels.items()))
+
+
+def good_and_total(dep: Deployment, plan: Plan, w: str, nhcb: bool = False) -> tuple[str, str]:
+    """PromQL for good and total events per second over window `w` (the recording rules and the Sloth spec)."""
+    eq = {"deployment": dep.name}
+    if isinstance(plan, GoodputPlan):
+        return sum_rate(plan.good_metric, eq, {}, w), sum_rate(plan.total_metric, eq, {}, w)
+    if isinstance(plan, AvailabilityPlan):
+        router = {**eq, "role": "router"}
+        spec = plan.series
+        total = sum_rate_of(matched_selector(spec.total.family, router, spec.total.matchers), w)
+        bad = [sum_rate_of(matched_selector(m.family, router, m.matchers), w) for m in spec.bad]
+        return good_from_bad(total, bad), total
+    regex, neq, nregex = engine_matchers(dep, plan.record.roles)
+    if nhcb:  # histogram_fraction interpolates a non-edge target the way good_rate does below
+        return (nhcb_good_rate(plan.family, eq, regex, w, plan.target, neq, nregex),
+                nhcb_count_rate(plan.family, eq, regex, w, neq, nregex))
+    if not plan.approximate:
+        lower, upper = plan.le, None
+    else:
+        lower = None if plan.lower == 0 else format_le(plan.lower)
+        upper = format_le(plan.upper)
+    return (good_rate(plan.family, eq, regex, w, lower, upper, round(plan.fraction, 9), neq, nregex),
+            sum_rate(plan.family + "_count", eq, regex, w, neq=neq, nregex=nregex))

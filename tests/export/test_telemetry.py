@@ -8,14 +8,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.conventions.names import ACCEL_LABELS
+from monitor.export.telemetry import telemetry_families
 from monitor.telemetry.dcgm import parse_dcgm
-from monitor.telemetry.export import telemetry_families
 from monitor.telemetry.model import TelemetryResult
 from monitor.telemetry.npu_exporter import parse_npu_exporter
 from monitor.telemetry.npu_smi_table import parse_npu_smi_info
 from tests.conftest import REAL_FIXTURES as REAL
-
-from .conftest import TELEMETRY, npu_smi_text
+from tests.telemetry.conftest import TELEMETRY, npu_smi_text
 
 
 def render(results) -> str:
