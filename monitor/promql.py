@@ -1,14 +1,19 @@
-"""PromQL text: the one builder (selectors and the SLO expression templates) and the reader of the
-metric names an expression selects. Rules, promtool tests, dashboards and the analyzer build every
-selector here, so every label value passes `monitor.escaping` and a malformed matcher cannot be emitted.
+"""PromQL text: the one builder (selectors, the SLO expression templates, and the small expression
+builder the dashboards and the analyzer use) and the reader of the metric names an expression selects.
+Rules, promtool tests, dashboards and the analyzer build every selector here, so every label value passes
+`monitor.escaping` and a malformed matcher cannot be emitted (tests/test_promql_everywhere.py checks that
+no other module writes label-matcher text itself).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from monitor.escaping import matchers, promql_string
+from monitor.escaping import LABEL_NAME_RE, promql_string
+
+Matcher = tuple[str, str, str]  # (label, op, value), op one of = != =~ !~ (conventions.names.Matcher)
+MATCH_OPS = ("=", "!=", "=~", "!~")
 
 
 def format_number(value: float) -> str:
@@ -17,15 +22,134 @@ def format_number(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
+class Expr(str):
+    """PromQL text that knows the metric names it selects, so a panel can list them without reading them
+    back out of the text. Built by `select` and the functions below; plain `str` everywhere else (an f-string
+    around one is a plain string again, with no names)."""
+
+    names: frozenset[str]
+    binary: bool  # a binary operation at the top: parenthesized when it becomes an operand
+
+
+def _expr(text: str, names: Iterable[str] = (), binary: bool = False) -> Expr:
+    out = Expr(text)
+    out.names, out.binary = frozenset(names), binary
+    return out
+
+
+def names_of(*exprs: str | float) -> frozenset[str]:
+    """The metric names `exprs` select, as their builder recorded them (numbers select none). A plain
+    string is refused: it cannot say its names (build it with the functions here)."""
+    found: set[str] = set()
+    for e in exprs:
+        if isinstance(e, Expr):
+            found |= e.names
+        elif isinstance(e, str):
+            raise TypeError(f"not built by monitor.promql, so its metric names are unknown: {e!r}")
+    return frozenset(found)
+
+
+def _label(name: str) -> str:
+    if not LABEL_NAME_RE.fullmatch(name):
+        raise ValueError(f"not a Prometheus label name: {name!r}")
+    return name
+
+
+def label_matcher(label: str, op: str, value: str) -> str:
+    """`label op "value"` (one matcher, for a selector or for text that names one)."""
+    if op not in MATCH_OPS:
+        raise ValueError(f"not a PromQL label matcher operator: {op!r}")
+    return f"{_label(label)}{op}{promql_string(value)}"
+
+
+def select(metric: str, label_matchers: Iterable[Matcher] = ()) -> Expr:
+    """`metric{a="x",b=~"y"}`, the matchers in the given order (`metric` alone without any; `{...}` alone
+    without a metric, as with a `__name__` matcher). An equality matcher on `__name__` counts as its name."""
+    listed = list(label_matchers)
+    inner = ",".join(label_matcher(*m) for m in listed)
+    names = {metric} if metric else {v for label, op, v in listed if label == "__name__" and op == "="}
+    return _expr(f"{metric}{{{inner}}}" if inner else metric, names)
+
+
+def _grouping(by: Sequence[str]) -> str:
+    return ", ".join(_label(b) for b in by)
+
+
+def aggregate(op: str, expr: Expr, by: Sequence[str] = ()) -> Expr:
+    """`op by (a, b) (expr)`, or `op(expr)` without grouping labels (op: sum, max, avg, count, ...)."""
+    text = f"{op} by ({_grouping(by)}) ({expr})" if by else f"{op}({expr})"
+    return _expr(text, names_of(expr))
+
+
+def range_call(fn: str, selected: Expr, window: str) -> Expr:
+    """`fn(selected[window])`: rate, increase, resets, ... over a range."""
+    return _expr(f"{fn}({selected}[{window}])", names_of(selected))
+
+
+def rate_sum(selected: Expr, window: str, by: Sequence[str] = ()) -> Expr:
+    """`sum by (...) (rate(selected[window]))`, or `sum(rate(...))` without grouping labels."""
+    return aggregate("sum", range_call("rate", selected, window), by)
+
+
+_BINARY_OPS = frozenset({"+", "-", "*", "/", "%", "^", "==", "!=", ">", "<", ">=", "<=", "and", "or", "unless"})
+
+
+def _operand(e: Expr | float) -> str:
+    if isinstance(e, Expr):
+        return f"({e})" if e.binary else e
+    if isinstance(e, (int, float)) and not isinstance(e, bool):
+        return format_number(e)
+    raise TypeError(f"an operand is an Expr or a number, not {e!r}")
+
+
+def binop(left: Expr | float, op: str, right: Expr | float) -> Expr:
+    """`left op right`; `op` may carry modifiers (`>= bool on (deployment, sli)`). An operand that is itself
+    a binary operation is parenthesized, so the result never depends on PromQL's precedence."""
+    if op.split(" ", 1)[0] not in _BINARY_OPS:
+        raise ValueError(f"not a PromQL binary operator: {op!r}")
+    return _expr(f"{_operand(left)} {op} {_operand(right)}", names_of(left, right), binary=True)
+
+
+def either(*exprs: Expr | float) -> Expr:
+    """`a or b or c`: the first that has a value (binary operands parenthesized)."""
+    return _expr(" or ".join(_operand(e) for e in exprs), names_of(*exprs), binary=len(exprs) > 1)
+
+
+def histogram_quantile(q: float, family: str, label_matchers: Iterable[Matcher], window: str,
+                       by: Sequence[str] = (), nhcb: bool = False) -> Expr:
+    """histogram_quantile of a histogram family over `window`, summed (by `by`): the classic `_bucket`
+    series summed by le, or (nhcb) the native histogram with custom buckets itself; both interpolate
+    linearly inside a bucket."""
+    if nhcb:
+        hist = rate_sum(select(family, label_matchers), window, by)
+    else:
+        hist = rate_sum(select(family + "_bucket", label_matchers), window, (*by, "le"))
+    return _expr(f"histogram_quantile({format_number(q)}, {hist})", names_of(hist))
+
+
+def histogram_mean(family: str, label_matchers: Iterable[Matcher], window: str, nhcb: bool = False) -> Expr:
+    """The mean observation over `window`, all series summed: histogram_avg of the native histogram, or the
+    classic `_sum` rate over the `_count` rate."""
+    listed = tuple(label_matchers)
+    if nhcb:
+        hist = rate_sum(select(family, listed), window)
+        return _expr(f"histogram_avg({hist})", names_of(hist))
+    return binop(rate_sum(select(family + "_sum", listed), window), "/",
+                 rate_sum(select(family + "_count", listed), window))
+
+
+def bucket_rates(family: str, label_matchers: Iterable[Matcher], window: str, nhcb: bool = False) -> Expr:
+    """Per-bucket rates (a heatmap): the classic buckets summed by le, or the native histogram summed."""
+    if nhcb:
+        return rate_sum(select(family, label_matchers), window)
+    return rate_sum(select(family + "_bucket", label_matchers), window, ("le",))
+
+
 def selector(metric: str, eq: dict[str, str], regex: dict[str, str] | None = None,
              neq: dict[str, str] | None = None, nregex: dict[str, str] | None = None) -> str:
     """`metric{a="x",b=~"y|z",c!="w",d!~"v"}`; equality matchers first, each group in the given order."""
-    parts = matchers(eq)[1:-1] if eq else ""
-    extra = ",".join(f"{k}=~{promql_string(v)}" for k, v in (regex or {}).items())
-    unequal = ",".join(f"{k}!={promql_string(v)}" for k, v in (neq or {}).items())
-    unmatched = ",".join(f"{k}!~{promql_string(v)}" for k, v in (nregex or {}).items())
-    inner = ",".join(p for p in (parts, extra, unequal, unmatched) if p)
-    return f"{metric}{{{inner}}}" if inner else metric
+    groups = ((eq, "="), (regex or {}, "=~"), (neq or {}, "!="), (nregex or {}, "!~"))
+    return str(select(metric, [(k, op, v) for group, op in groups for k, v in group.items()]))
 
 
 def matched_selector(metric: str, eq: dict[str, str], label_matchers: Iterable[tuple[str, str, str]]) -> str:

@@ -26,9 +26,11 @@ from monitor.promql import (
     format_number,
     good_from_bad,
     good_rate,
+    label_matcher,
     matched_selector,
     nhcb_count_rate,
     nhcb_good_rate,
+    selector,
     split_matchers,
     sum_rate,
     sum_rate_of,
@@ -85,7 +87,7 @@ class SLIPlan:
     @property
     def sli_metric(self) -> str:
         """The series the SLI counts good events from (for annotations)."""
-        return f'{self.family}_bucket{{le="{self.le if not self.approximate else format_le(self.upper)}"}}'
+        return selector(self.family + "_bucket", {"le": self.le if not self.approximate else format_le(self.upper)})
 
     def describe(self) -> str:
         pct = format_number(round(self.objective * 100, 6))
@@ -97,8 +99,8 @@ class SLIPlan:
         if nhcb:  # the same interpolation, done by histogram_fraction inside the native histogram's bucket
             between = f"{format_number(self.lower)} and {format_number(self.upper)} by histogram_fraction"
         else:
-            lo = "0" if self.lower == 0 else f'le="{format_le(self.lower)}"'
-            between = f"{lo} and le=\"{format_le(self.upper)}\""
+            lo = "0" if self.lower == 0 else label_matcher("le", "=", format_le(self.lower))
+            between = f"{lo} and {label_matcher('le', '=', format_le(self.upper))}"
         return (f"approximate: {format_number(self.target)}s is not a bucket edge of {self.family}; good events "
                 f"are interpolated linearly between {between} (fix: {bucket_fix(self)})")
 

@@ -46,6 +46,11 @@ from monitor.conventions.names import (
     AVAILABILITY_SERIES,
     AVAILABILITY_SLI,
     COUNTERS,
+    DCGM_FB_FREE,
+    DCGM_FB_USED,
+    DCGM_POWER,
+    DCGM_TEMPERATURE,
+    DCGM_UTILIZATION,
     GAUGES,
     GOODPUT_REQUESTS_TOTAL,
     KV_TRANSFER_LATENCY,
@@ -60,40 +65,28 @@ from monitor.conventions.names import (
     M_LOAD,
     M_OBJECTIVE,
     M_SLI_TARGET,
+    NPU_HBM_TOTAL,
+    NPU_HBM_USED,
+    NPU_HEALTH,
+    NPU_POWER,
+    NPU_TEMPERATURE,
+    NPU_UTILIZATION,
     QUEUE_TIME,
     RATIO_GAUGES,
+    SMG_ROUTER_ERRORS,
+    SMG_WORKER_ERRORS,
     STAGE_LABEL,
     STAGE_LATENCY,
+    UP,
     canonical_name,
     prom_name_regex,
 )
-from monitor.conventions.slis import (
-    COUNTER_ROLES,
-    ENGINE_ROLES,
-    ENGINE_TYPE_LABEL,
-    GOODPUT_SLI,
-    PREFILL_ENGINE_TYPE,
-    SLI_FAMILIES,
-    SLI_ROLES,
-)
+from monitor.conventions.slis import COUNTER_ROLES, ENGINE_ROLES, GOODPUT_SLI, SLI_BY_KEY, SLI_FAMILIES
 from monitor.conventions.units import parse_prometheus_duration
-from monitor.escaping import matchers
-from monitor.promql import matched_selector, selector
+from monitor.feeds import feed
+from monitor.promql import Expr, aggregate, binop, either, range_call, rate_sum, select, selector
 from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
-
-# Request-level numbers come from the servers that answer requests (conventions.SLI_ROLES); PD failures
-# from every engine role (COUNTER_ROLES). The prefill series of a router's merged /engine_metrics are skipped.
-Matchers = tuple[dict[str, str], dict[str, str]]  # (regex, not-equal) label matchers
-
-
-def _roles(roles: tuple[str, ...]) -> Matchers:
-    return {"role": "|".join(roles)}, ({} if "prefill" in roles else {ENGINE_TYPE_LABEL: PREFILL_ENGINE_TYPE})
-
-
-SLI_ROLE_MATCHERS = {sli: _roles(roles) for sli, roles in SLI_ROLES.items()}
-COUNTER_ROLE_MATCHERS = {name: _roles(roles) for name, roles in COUNTER_ROLES.items()}
-NO_ROLES: Matchers = ({}, {})
 
 
 class PrometheusError(Exception):
@@ -148,10 +141,13 @@ class PromClient:
             return None
 
 
-def _selector(name_regex: str, deployment: str, roles: Matchers = NO_ROLES, **eq: str) -> str:
-    """`{deployment="d",...,__name__=~"...",role=~"..."}`: every value escaped by the one builder."""
-    regex, neq = roles
-    return selector("", {"deployment": deployment, **eq}, {"__name__": name_regex, **regex}, neq)
+def _selector(name_regex: str, deployment: str, roles: tuple[str, ...] | None = None, **eq: str) -> Expr:
+    """`{deployment="d",...,__name__=~"...",role=~"...",engine_type!="..."}`: both spellings of an SGLang
+    family (`name_regex`), and with `roles` the series that feed a number recorded on them (`monitor.feeds`,
+    config-free: the analyzer reads a Prometheus it did not configure)."""
+    fed = feed(None, roles).matchers if roles is not None else ()
+    return select("", [("deployment", "=", deployment), *((k, "=", v) for k, v in eq.items()),
+                       ("__name__", "=~", name_regex), *fed])
 
 
 def _le(text: str) -> float:
@@ -164,64 +160,74 @@ class _Plan:
     def __init__(self, deployment: str, lookback: str, dep: Deployment | None = None) -> None:
         d = deployment
         self.queries: dict[str, str] = {}
+        # Request-level numbers come from the servers that answer requests (each SLI's roles, COUNTER_ROLES);
+        # PD failures from every engine role: `monitor.feeds` says which series feed each.
         for sli, fam in SLI_FAMILIES.items():
-            roles = SLI_ROLE_MATCHERS[sli]
-            self.queries[f"hist.{sli}.bucket"] = f"sum by (instance, le) ({_selector(prom_name_regex(fam, '_bucket'), d, roles)})"
-            self.queries[f"hist.{sli}.sum"] = f"sum by (instance) ({_selector(prom_name_regex(fam, '_sum'), d, roles)})"
-        counts = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m not in RATIO_GAUGES)
-        ratios = "|".join(GAUGES[m].removeprefix("sglang:") for m in GAUGES if m in RATIO_GAUGES)
+            roles = SLI_BY_KEY[sli].roles
+            self.queries[f"hist.{sli}.bucket"] = aggregate(
+                "sum", _selector(prom_name_regex(fam, "_bucket"), d, roles), ("instance", "le"))
+            self.queries[f"hist.{sli}.sum"] = aggregate(
+                "sum", _selector(prom_name_regex(fam, "_sum"), d, roles), ("instance",))
+        counts = "|".join(prom_name_regex(GAUGES[m]) for m in GAUGES if m not in RATIO_GAUGES)
+        ratios = "|".join(prom_name_regex(GAUGES[m]) for m in GAUGES if m in RATIO_GAUGES)
         # One series per DP rank (TP ranks and PP stages repeat it), summed; ratios take the fullest rank.
         # With priority scheduling only priority="" is the total.
-        count_sel = _selector(f"sglang[:_]({counts})", d, priority="")
-        ratio_sel = _selector(f"sglang[:_]({ratios})", d, priority="")
-        self.queries["gauges.count"] = (f"sum by (__name__, role) (max by (__name__, role, instance, dp_rank) "
-                                        f"({count_sel}))")
-        self.queries["gauges.ratio"] = f"max by (__name__, role) ({ratio_sel})"
-        sel = matchers({"deployment": d})
-        self.queries["gauges.sidecar"] = f"{M_LOAD}{sel}"
+        count_sel = _selector(counts, d, priority="")
+        ratio_sel = _selector(ratios, d, priority="")
+        self.queries["gauges.count"] = aggregate(
+            "sum", aggregate("max", count_sel, ("__name__", "role", "instance", "dp_rank")), ("__name__", "role"))
+        self.queries["gauges.ratio"] = aggregate("max", ratio_sel, ("__name__", "role"))
+        on_d = (("deployment", "=", d),)
+
+        def of(metric: str) -> Expr:
+            return select(metric, on_d)
+
+        self.queries["gauges.sidecar"] = of(M_LOAD)
         for counter in RATE_LABELS:
-            self.queries[f"rate.{counter}"] = (
-                f"sum(rate({_selector(prom_name_regex(COUNTERS[counter]), d, COUNTER_ROLE_MATCHERS[counter])}[{lookback}]))")
-        self.queries["accel.temperature_max"] = (f"max({M_ACCEL_TEMPERATURE}{sel}) or "
-                                                 f"max(npu_chip_info_temperature{sel}) or max(DCGM_FI_DEV_GPU_TEMP{sel})")
-        self.queries["accel.utilization_mean"] = (f"avg({M_ACCEL_UTILIZATION}{sel}) or "
-                                                  f"avg(npu_chip_info_utilization{sel}) / 100 or avg(DCGM_FI_DEV_GPU_UTIL{sel}) / 100")
-        self.queries["accel.memory_ratio_max"] = (
-            f"max({M_ACCEL_MEMORY_USED}{sel} / {M_ACCEL_MEMORY_TOTAL}{sel}) or "
-            f"max(npu_chip_info_hbm_used_memory{sel} / npu_chip_info_hbm_total_memory{sel}) or "
-            f"max(DCGM_FI_DEV_FB_USED{sel} / (DCGM_FI_DEV_FB_USED{sel} + DCGM_FI_DEV_FB_FREE{sel}))")
-        self.queries["accel.power_mean"] = (f"avg({M_ACCEL_POWER}{sel}) or avg(npu_chip_info_power{sel}) or "
-                                            f"avg(DCGM_FI_DEV_POWER_USAGE{sel})")
-        self.queries["accel.unhealthy"] = (f"count({M_ACCEL_HEALTH}{sel} > 0) or count({M_ACCEL_HEALTH}{sel}) * 0 or "
-                                           f"count(npu_chip_info_health_status{sel} != 1) or "
-                                           f"count(npu_chip_info_health_status{sel}) * 0")
-        self.queries["restarts"] = (f"sum(increase({M_COUNTER_RESETS}{sel}[{lookback}])) or "
-                                    f"sum(resets({_selector(prom_name_regex(COUNTERS['requests_total']), d)}[{lookback}]))")
-        self.queries["targets_down"] = f"count(up{sel} == 0) or count(up{sel}) * 0"
-        for name, family, by in (("stages", STAGE_LATENCY, f"role, {STAGE_LABEL}"), ("queue_time", QUEUE_TIME, "role")):
+            self.queries[f"rate.{counter}"] = rate_sum(
+                _selector(prom_name_regex(COUNTERS[counter]), d, COUNTER_ROLES[counter]), lookback)
+        # The sidecar's accelerator_* series, else the exporters' own (npu-exporter, dcgm-exporter) in their units.
+        self.queries["accel.temperature_max"] = either(*(aggregate("max", of(m)) for m in (
+            M_ACCEL_TEMPERATURE, NPU_TEMPERATURE, DCGM_TEMPERATURE)))
+        self.queries["accel.utilization_mean"] = either(aggregate("avg", of(M_ACCEL_UTILIZATION)),
+                                                        binop(aggregate("avg", of(NPU_UTILIZATION)), "/", 100),
+                                                        binop(aggregate("avg", of(DCGM_UTILIZATION)), "/", 100))
+        self.queries["accel.memory_ratio_max"] = either(
+            aggregate("max", binop(of(M_ACCEL_MEMORY_USED), "/", of(M_ACCEL_MEMORY_TOTAL))),
+            aggregate("max", binop(of(NPU_HBM_USED), "/", of(NPU_HBM_TOTAL))),
+            aggregate("max", binop(of(DCGM_FB_USED), "/", binop(of(DCGM_FB_USED), "+", of(DCGM_FB_FREE)))))
+        self.queries["accel.power_mean"] = either(*(aggregate("avg", of(m)) for m in (
+            M_ACCEL_POWER, NPU_POWER, DCGM_POWER)))
+        self.queries["accel.unhealthy"] = either(
+            aggregate("count", binop(of(M_ACCEL_HEALTH), ">", 0)), binop(aggregate("count", of(M_ACCEL_HEALTH)), "*", 0),
+            aggregate("count", binop(of(NPU_HEALTH), "!=", 1)), binop(aggregate("count", of(NPU_HEALTH)), "*", 0))
+        self.queries["restarts"] = either(
+            aggregate("sum", range_call("increase", of(M_COUNTER_RESETS), lookback)),
+            aggregate("sum", range_call("resets", _selector(prom_name_regex(COUNTERS["requests_total"]), d), lookback)))
+        self.queries["targets_down"] = either(aggregate("count", binop(of(UP), "==", 0)),
+                                              binop(aggregate("count", of(UP)), "*", 0))
+        for name, family, by in (("stages", STAGE_LATENCY, ("role", STAGE_LABEL)), ("queue_time", QUEUE_TIME, ("role",))):
             # Mean seconds per request over the lookback: what each scheduler stage (and the wait before the
             # first forward) costs, per role (PD attribution of TTFT; prefill compute of a mixed server).
             total, count = (_selector(prom_name_regex(family, suffix), d) for suffix in ("_sum", "_count"))
-            self.queries[name] = (f"sum by ({by}) (rate({total}[{lookback}])) / "
-                                  f"sum by ({by}) (rate({count}[{lookback}]))")
+            self.queries[name] = binop(rate_sum(total, lookback, by), "/", rate_sum(count, lookback, by))
         if dep is not None and dep.availability_objective is not None:
             # The availability SLI's counters, as the sidecar and the generated rules read them for this
             # gateway version; raw per instance (made monotone here, as the goodput counters are).
             spec = AVAILABILITY_SERIES[dep.gateway]
-            router = {"deployment": d}
-            self.queries["availability.total"] = (
-                f"sum by (instance) ({matched_selector(spec.total.family, router, spec.total.matchers)})")
+            self.queries["availability.total"] = aggregate(
+                "sum", select(spec.total.family, (*on_d, *spec.total.matchers)), ("instance",))
             for i, bad in enumerate(spec.bad):
-                self.queries[f"availability.bad.{i}"] = (
-                    f"sum by (instance) ({matched_selector(bad.family, router, bad.matchers)})")
+                self.queries[f"availability.bad.{i}"] = aggregate(
+                    "sum", select(bad.family, (*on_d, *bad.matchers)), ("instance",))
         kv = prom_name_regex(KV_TRANSFER_LATENCY)
-        self.queries["kv_transfer_latency"] = (f"sum(rate({_selector(kv + '_sum', d)}[{lookback}])) / "
-                                               f"sum(rate({_selector(kv + '_count', d)}[{lookback}]))")
+        self.queries["kv_transfer_latency"] = binop(rate_sum(_selector(kv + "_sum", d), lookback), "/",
+                                                    rate_sum(_selector(kv + "_count", d), lookback))
         # Goodput (the sidecar's request-log counters), per target so counter resets are handled per series.
-        self.queries["goodput.good"] = f"sum by (target) ({GOODPUT_REQUESTS_TOTAL}{sel})"
-        self.queries["goodput.total"] = f"sum by (target) ({LOG_FINISHED_TOTAL}{sel})"
-        self.queries["router_errors"] = f"sum(rate(smg_router_request_errors_total{sel}[{lookback}]))"
-        self.queries["router_worker_errors"] = f"sum(rate(smg_worker_errors_total{sel}[{lookback}]))"
+        self.queries["goodput.good"] = aggregate("sum", of(GOODPUT_REQUESTS_TOTAL), ("target",))
+        self.queries["goodput.total"] = aggregate("sum", of(LOG_FINISHED_TOTAL), ("target",))
+        self.queries["router_errors"] = rate_sum(of(SMG_ROUTER_ERRORS), lookback)
+        self.queries["router_worker_errors"] = rate_sum(of(SMG_WORKER_ERRORS), lookback)
 
 
 def _hists(buckets: list[tuple[dict[str, str], list[tuple[float, float]]]],

@@ -125,6 +125,7 @@ SMG_ROUTER_REQUESTS: Final = "smg_router_requests_total"
 SMG_ROUTER_DURATION: Final = "smg_router_request_duration_seconds"  # time to the response head, not TTFT
 SMG_ROUTER_ERRORS: Final = "smg_router_request_errors_total"
 SMG_HTTP_RESPONSES: Final = "smg_http_responses_total"
+SMG_WORKER_ERRORS: Final = "smg_worker_errors_total"
 ROUTER_FAMILIES: Final = (
     SMG_ROUTER_REQUESTS,
     SMG_ROUTER_DURATION,
@@ -133,7 +134,7 @@ ROUTER_FAMILIES: Final = (
     SMG_HTTP_RESPONSES,
     SMG_WORKER_HEALTH,
     "smg_worker_pool_size",
-    "smg_worker_errors_total",
+    SMG_WORKER_ERRORS,
     SMG_WORKER_RETRIES,
     SMG_WORKER_CB_STATE,
     *SMG_PD_FAMILIES,
@@ -314,6 +315,24 @@ M_ACCEL_INFO = "accelerator_info"
 M_ACCEL_ECC = "accelerator_ecc_errors"  # counter: exposed with `_total`
 M_ACCEL_UP = "accelerator_telemetry_up"
 M_ACCEL_DURATION = "accelerator_telemetry_duration_seconds"
+# The exporters' own families (monitor.telemetry reads them; the analyzer falls back on them where
+# Prometheus has no accelerator_* series): Ascend npu-exporter and NVIDIA dcgm-exporter, in their units.
+NPU_EXPORTER_PREFIX: Final = "npu_chip_info_"
+NPU_TEMPERATURE: Final = NPU_EXPORTER_PREFIX + "temperature"  # °C
+NPU_UTILIZATION: Final = NPU_EXPORTER_PREFIX + "utilization"  # percent
+NPU_HBM_USED: Final = NPU_EXPORTER_PREFIX + "hbm_used_memory"  # MB
+NPU_HBM_TOTAL: Final = NPU_EXPORTER_PREFIX + "hbm_total_memory"  # MB
+NPU_POWER: Final = NPU_EXPORTER_PREFIX + "power"  # W
+NPU_HEALTH: Final = NPU_EXPORTER_PREFIX + "health_status"  # 1 healthy, 0 unhealthy, -1 unknown
+DCGM_PREFIX: Final = "DCGM_FI_DEV_"
+DCGM_TEMPERATURE: Final = DCGM_PREFIX + "GPU_TEMP"  # °C
+DCGM_UTILIZATION: Final = DCGM_PREFIX + "GPU_UTIL"  # percent
+DCGM_FB_USED: Final = DCGM_PREFIX + "FB_USED"  # MiB
+DCGM_FB_FREE: Final = DCGM_PREFIX + "FB_FREE"  # MiB
+DCGM_POWER: Final = DCGM_PREFIX + "POWER_USAGE"  # W
+# Prometheus's own series: each target's scrape health, and the firing alerts.
+UP: Final = "up"
+ALERTS: Final = "ALERTS"
 
 # --- What the generated rules record and alert on (Sloth-style, one family per concept) -------
 # Every SLO series carries `deployment` and `sli`; windows are in the name (`..:rate5m`) and keep

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from monitor.conventions.names import DCGM_PREFIX
 from monitor.telemetry.exposition import exporter_samples
 from monitor.telemetry.model import MIB, Reading, ratio_from_percent
 
 BLANK = 0x7FFFFFF0  # DCGM_FT_INT32_BLANK; the int64/fp64 blanks are larger still
-F = "DCGM_FI_DEV_"
+F = DCGM_PREFIX
 
 
 def _ok(value: float | None) -> float | None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from monitor.conventions.names import NPU_EXPORTER_PREFIX
 from monitor.telemetry.exposition import exporter_samples
 from monitor.telemetry.model import MIB, UNHEALTHY, UNKNOWN, Process, Reading, memory_pair, ratio_from_percent
 
-P = "npu_chip_info_"
+P = NPU_EXPORTER_PREFIX
 ERROR_CODE_FAMILIES = (f"{P}error_code", *(f"{P}error_code_{i}" for i in range(1, 10)))
 
 

@@ -21,7 +21,7 @@ from grafanalib.core import (
 
 from monitor.conventions.slis import ENGINE_ROLES, REQUEST_ROLES, SLI_BY_KEY
 from monitor.feeds import feed
-from monitor.promql import matched_selector, metric_names
+from monitor.promql import Expr, Matcher, bucket_rates, histogram_mean, histogram_quantile, names_of
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
@@ -29,15 +29,17 @@ RATE = "$__rate_interval"
 # Matchers of the selected deployment: every engine server (load gauges, PD failures), and the servers
 # that answer requests (request and token counters); each latency SLI's own from its feed (`sli_matchers`).
 # The dashboards serve every deployment, so the feeds are the config-free ones (`monitor.feeds`).
-D = 'deployment="$deployment"'
+# Matchers are (label, op, value) data; `monitor.promql` writes them into selectors.
+Matchers = tuple[Matcher, ...]
+D: Matchers = (("deployment", "=", "$deployment"),)
 
 
-def feed_matchers(roles: tuple[str, ...]) -> str:
-    """The selected deployment's matchers for series SGLang records on `roles` (without braces)."""
-    return matched_selector("", {"deployment": "$deployment"}, feed(None, roles).matchers)[1:-1]
+def feed_matchers(roles: tuple[str, ...]) -> Matchers:
+    """The selected deployment's matchers for series SGLang records on `roles`."""
+    return (*D, *feed(None, roles).matchers)
 
 
-def sli_matchers(sli: str) -> str:
+def sli_matchers(sli: str) -> Matchers:
     return feed_matchers(SLI_BY_KEY[sli].roles)
 
 
@@ -45,28 +47,30 @@ ENGINE = feed_matchers(ENGINE_ROLES)
 REQUESTS = feed_matchers(REQUEST_ROLES)
 
 
-def quantile(q: float, family: str, matchers: str, by: str = "", nhcb: bool = False) -> str:
+def quantile(q: float, family: str, matchers: Matchers, by: tuple[str, ...] = (), nhcb: bool = False) -> Expr:
     """histogram_quantile of a latency family over the dashboard's rate interval, summed (by `by`): the classic
     `_bucket` series summed by le, or (--histograms nhcb) the native histogram with custom buckets itself;
     both interpolate linearly inside a bucket."""
-    if nhcb:
-        grouping = f" by ({by})" if by else ""
-        return f"histogram_quantile({q}, sum{grouping} (rate({family}{{{matchers}}}[{RATE}])))"
-    le = f"{by}, le" if by else "le"
-    return f"histogram_quantile({q}, sum by ({le}) (rate({family}_bucket{{{matchers}}}[{RATE}])))"
+    return histogram_quantile(q, family, matchers, RATE, by, nhcb)
 
 
-def mean(family: str, matchers: str, nhcb: bool = False) -> str:
-    if nhcb:
-        return f"histogram_avg(sum(rate({family}{{{matchers}}}[{RATE}])))"
-    return f"sum(rate({family}_sum{{{matchers}}}[{RATE}])) / sum(rate({family}_count{{{matchers}}}[{RATE}]))"
+def mean(family: str, matchers: Matchers, nhcb: bool = False) -> Expr:
+    return histogram_mean(family, matchers, RATE, nhcb)
 
 
-def distribution(family: str, matchers: str, nhcb: bool = False) -> str:
+def distribution(family: str, matchers: Matchers, nhcb: bool = False) -> Expr:
     """Per-bucket rates for a heatmap: classic buckets by le, or the native histogram (Grafana draws its buckets)."""
-    if nhcb:
-        return f"sum(rate({family}{{{matchers}}}[{RATE}]))"
-    return f"sum by (le) (rate({family}_bucket{{{matchers}}}[{RATE}]))"
+    return bucket_rates(family, matchers, RATE, nhcb)
+
+
+def label_values(selected: str, label: str) -> str:
+    """A Grafana query variable's values: `label` of the series `selected` selects."""
+    return f"label_values({selected}, {label})"
+
+
+def query_result(expr: str) -> str:
+    """A Grafana query variable holding the result of an instant query (its text, cut by the variable's regex)."""
+    return f"query_result({expr})"
 
 
 def datasource_var() -> Template:
@@ -82,16 +86,16 @@ def target(expr: str, legend: str = "", ref: str = "A", fmt: str = "time_series"
     return Target(expr=expr, legendFormat=legend, refId=ref, format=fmt, instant=instant, datasource=DS)
 
 
-def _targets(queries: list[tuple[str, str]]) -> list[Target]:
+def _targets(queries: list[tuple[Expr, str]]) -> list[Target]:
     return [target(expr, legend, chr(ord("A") + i)) for i, (expr, legend) in enumerate(queries)]
 
 
-def describe(text: str, queries: list[tuple[str, str]]) -> str:
-    names = sorted(set().union(*(metric_names(q) for q, _ in queries)))
+def describe(text: str, queries: list[tuple[Expr, str]]) -> str:
+    names = sorted(names_of(*(q for q, _ in queries)))
     return f"{text} Metrics: {', '.join(names)}."
 
 
-def timeseries(title: str, text: str, queries: list[tuple[str, str]], unit: str = "short",
+def timeseries(title: str, text: str, queries: list[tuple[Expr, str]], unit: str = "short",
                thresholds: list[dict[str, Any]] | None = None, **kw: Any) -> TimeSeries:
     extra: dict[str, Any] = {}
     if thresholds:
@@ -102,14 +106,14 @@ def timeseries(title: str, text: str, queries: list[tuple[str, str]], unit: str 
                       extraJson=extra, **kw)
 
 
-def stat(title: str, text: str, queries: list[tuple[str, str]], unit: str = "short",
+def stat(title: str, text: str, queries: list[tuple[Expr, str]], unit: str = "short",
          thresholds: list[dict[str, Any]] | None = None, mappings: list[dict[str, Any]] | None = None) -> Stat:
     return Stat(title=title, description=describe(text, queries), dataSource=DS, targets=_targets(queries),
                 format=unit, reduceCalc="lastNotNull", graphMode="area", colorMode="background",
                 thresholds=thresholds or [{"color": "green", "value": None}], mappings=mappings or [])
 
 
-def heatmap(title: str, text: str, expr: str, legend: str = "{{le}}") -> Heatmap:
+def heatmap(title: str, text: str, expr: Expr, legend: str = "{{le}}") -> Heatmap:
     return Heatmap(title=title, description=describe(text, [(expr, "")]), dataSource=DS, dataFormat="tsbuckets",
                    targets=[target(expr, legend, fmt="heatmap")], hideZeroBuckets=True,
                    yBucketBound="upper")

@@ -29,56 +29,55 @@ from monitor.conventions.names import (
     SMG_WORKER_HEALTH,
     SMG_WORKER_RETRIES,
 )
-from monitor.generate.dashboards.common import RATE, timeseries
-from monitor.promql import selector
+from monitor.generate.dashboards.common import RATE, D, Matchers, quantile, timeseries
+from monitor.promql import Expr, aggregate, binop, rate_sum, select
 
-ROUTER = {"deployment": "$deployment", "role": "router"}
+ROUTER: Matchers = (*D, ("role", "=", "router"))
+AVAILABILITY: Matchers = (*D, ("sli", "=", AVAILABILITY_SLI))
 ONLY_1_13 = " smg 1.13 only (sglang-router 0.3.2 has no such family)."
 
 
-def _sel(metric: str, **extra: str) -> str:
-    return selector(metric, {**ROUTER, **extra})
+def _sel(metric: str) -> Expr:
+    return select(metric, ROUTER)
 
 
-def _served(metric: str) -> str:
+def _served(metric: str) -> Expr:
     """The gateway's answers on serving paths (smg 1.13 labels `path`; 0.3.2's series have none and match)."""
-    return selector(metric, ROUTER, nregex={"path": GATEWAY_OWN_PATHS})
+    return select(metric, (*ROUTER, ("path", "!~", GATEWAY_OWN_PATHS)))
 
 
-def _rate(sel: str, by: str) -> str:
-    return f"sum by ({by}) (rate({sel}[{RATE}]))"
+def _rate(sel: Expr, *by: str) -> Expr:
+    return rate_sum(sel, RATE, by)
 
 
-def _quantiles(family: str, legend: str, nhcb: bool = False) -> list[tuple[str, str]]:
+def _quantiles(family: str, legend: str, nhcb: bool = False) -> list[tuple[Expr, str]]:
     # The gateway's jobs convert to native histograms too under --histograms nhcb (prometheus_config).
-    series = _sel(family) if nhcb else _sel(family + "_bucket")
-    by = "" if nhcb else " by (le)"
-    return [(f"histogram_quantile({q}, sum{by} (rate({series}[{RATE}])))", f"{legend} p{round(q * 100):d}")
-            for q in (0.5, 0.99)]
+    return [(quantile(q, family, ROUTER, nhcb=nhcb), f"{legend} p{round(q * 100):d}") for q in (0.5, 0.99)]
 
 
 def traffic_panels() -> list[tuple[Any, int, int]]:
-    sli = selector(names.sli_error("5m"), {"deployment": "$deployment", "sli": AVAILABILITY_SLI})
-    sli1h = selector(names.sli_error("1h"), {"deployment": "$deployment", "sli": AVAILABILITY_SLI})
+    sli = select(names.sli_error("5m"), AVAILABILITY)
+    sli1h = select(names.sli_error("1h"), AVAILABILITY)
     return [
         (timeseries("Gateway requests", "Requests per second the gateway routed, by endpoint and backend "
                     "(regular or pd), and its answers on serving paths (its own probe and registry endpoints "
                     "left out where smg 1.13 labels the path).",
-                    [(_rate(_sel(SMG_ROUTER_REQUESTS), "endpoint, backend_type"), "routed {{endpoint}} {{backend_type}}"),
-                     (f"sum(rate({_served(SMG_HTTP_RESPONSES)}[{RATE}]))", "answered")], unit="reqps"), 8, 8),
+                    [(_rate(_sel(SMG_ROUTER_REQUESTS), "endpoint", "backend_type"),
+                      "routed {{endpoint}} {{backend_type}}"),
+                     (_rate(_served(SMG_HTTP_RESPONSES)), "answered")], unit="reqps"), 8, 8),
         (timeseries("Gateway answers by status code", "Answers per second by status code and the gateway's "
                     "error_code: 499 client_closed_request is a client that left (smg 1.13; 0.3.2 counts it 200), "
                     "429 admission_queue_full a request refused at admission; 5xx are server-side failures. Routing "
                     "errors by type: backend_error (a worker's 5xx passed through, or a stream broken mid-body), "
                     "validation_error (a worker's 4xx), unavailable (no worker available).",
-                    [(_rate(_served(SMG_HTTP_RESPONSES), "status_code, error_code"), "{{status_code}} {{error_code}}"),
+                    [(_rate(_served(SMG_HTTP_RESPONSES), "status_code", "error_code"), "{{status_code}} {{error_code}}"),
                      (_rate(_sel(SMG_ROUTER_ERRORS), "error_type"), "error {{error_type}}")],
                     unit="reqps"), 8, 8),
         (timeseries("Gateway availability", "Share of requests answered without a server-side failure (5xx, and "
                     "on smg 1.13 a stream broken mid-body) over 5m and 1h, from the availability SLO's rules "
                     "(deployments with availability_objective), against its objective.",
-                    [(f"1 - {sli}", "5m"), (f"1 - {sli1h}", "1h"),
-                     (selector(names.OBJECTIVE, {"deployment": "$deployment", "sli": AVAILABILITY_SLI}), "objective")],
+                    [(binop(1, "-", sli), "5m"), (binop(1, "-", sli1h), "1h"),
+                     (select(names.OBJECTIVE, AVAILABILITY), "objective")],
                     unit="percentunit"), 8, 8),
     ]
 
@@ -117,11 +116,11 @@ def worker_panels() -> list[tuple[Any, int, int]]:
         (timeseries("Gateway admission and queues", "Requests holding an admission slot and waiting for one, the "
                     "PD admission window per decode worker, and the workers' running and waiting requests as the "
                     "gateway last polled them (every --load-monitor-interval, 10 s by default)." + ONLY_1_13,
-                    [(f"sum({_sel(SMG_ADMISSION_INFLIGHT)})", "admission in flight"),
-                     (f"sum({_sel(SMG_ADMISSION_QUEUE_DEPTH)})", "admission queue"),
+                    [(aggregate("sum", _sel(SMG_ADMISSION_INFLIGHT)), "admission in flight"),
+                     (aggregate("sum", _sel(SMG_ADMISSION_QUEUE_DEPTH)), "admission queue"),
                      (_sel(SMG_PD_ADMISSION_WINDOW), "PD window {{worker}}"),
-                     (f"sum by (worker) ({_sel(SMG_ENGINE_RUNNING)})", "running {{worker}}"),
-                     (f"sum by (worker) ({_sel(SMG_ENGINE_WAITING)})", "waiting {{worker}}")]), 24, 8),
+                     (aggregate("sum", _sel(SMG_ENGINE_RUNNING), ("worker",)), "running {{worker}}"),
+                     (aggregate("sum", _sel(SMG_ENGINE_WAITING), ("worker",)), "waiting {{worker}}")]), 24, 8),
     ]
 
 
