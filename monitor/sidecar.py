@@ -45,6 +45,7 @@ from monitor.requestlog.export import goodput_status
 from monitor.scrape.loop import Scraper
 from monitor.signals import on_reload_signal, on_stop_signals_named
 from monitor.slo.engine import DeploymentEngine
+from monitor.slo.leading import carried_since
 from monitor.slo.state import fix_flag_for
 from monitor.state import (
     ConfigReloadStatus,
@@ -280,6 +281,11 @@ class Sidecar:
         old_obs, old_scraper = self.observations, self.scraper
         engines = {d.name: old_obs.engines[d.name] if d.name in keep else DeploymentEngine(d)
                    for d in new.deployments}
+        for name in plan.rebuilt:  # windows start empty; the leading warning's hold stays for the same TPOT target
+            old_engine = old_obs.engines[name]
+            engines[name].tpot_over_since = carried_since(old_engine.tpot_over_since,
+                                                          old_engine.deployment.tpot_target_seconds,
+                                                          engines[name].deployment.tpot_target_seconds)
         observations = Observations(new, engines)
         observations.carry_over(old_obs, keep)
         scraper = Scraper(new, observations, clock=self.clock)
