@@ -22,6 +22,7 @@ from monitor.scrape.result import ScrapeResult
 from monitor.scrape.status import TargetStatus
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.engine import DeploymentEngine
+from monitor.slo.leading import carried_since
 from monitor.slo.state import DeploymentState
 from monitor.slo.windows import Snapshot
 from monitor.telemetry.model import TelemetryResult
@@ -63,10 +64,15 @@ class Observations:
         self._said_warnings: dict[tuple[str, str], list[str]] = {}  # per target, the warnings last logged
         self._feeds = {d.name: feed(d, ENGINE_ROLES) for d in config.deployments}
 
-    def reloaded(self, config: Config, keep: Collection[str]) -> Observations:
+    def reloaded(self, config: Config, keep: Collection[str], rebuilt: Collection[str] = ()) -> Observations:
         """The observations of a reloaded `config`: the deployments in `keep` (unchanged by the reload) go
-        on with their engines (windows, accumulators) and what `carry_over` carries; the others start empty."""
+        on with their engines (windows, accumulators) and what `carry_over` carries; the others start empty,
+        but a `rebuilt` one keeps the TPOT leading warning's hold while its TPOT target is the same."""
         engines = {d.name: self.engines[d.name] if d.name in keep else DeploymentEngine(d) for d in config.deployments}
+        for name in rebuilt:
+            old = self.engines[name]
+            engines[name].tpot_over_since = carried_since(old.tpot_over_since, old.deployment.tpot_target_seconds,
+                                                          engines[name].deployment.tpot_target_seconds)
         new = Observations(config, engines)
         new.carry_over(self, set(keep))
         return new

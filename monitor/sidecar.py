@@ -320,7 +320,7 @@ class Sidecar:
     def _apply(self, new: Config, plan: ReloadPlan) -> None:
         keep = set(plan.kept)
         old_scraper = self.scraper
-        observations = self.observations.reloaded(new, keep)
+        observations = self.observations.reloaded(new, keep, plan.rebuilt)
         scraper = Scraper(new, observations, clock=self.clock)
         scraper.cycles, scraper.last_cycle_seconds = old_scraper.cycles, old_scraper.last_cycle_seconds
         scraper.npu_details = {k: v for k, v in old_scraper.npu_details.items() if k[0] in keep}

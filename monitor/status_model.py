@@ -15,6 +15,7 @@ from monitor.redaction import redact
 from monitor.requestlog.goodput import WindowGoodput
 from monitor.scrape.status import TargetStatus
 from monitor.scrape.supervise import LoopHealth
+from monitor.slo.leading import HOLD_SECONDS
 from monitor.slo.state import AvailabilityState, ClientGoneWindow, DeploymentState, SliState
 from monitor.version import __version__
 
@@ -88,13 +89,18 @@ class GoodputWindowStatus(BaseModel):
 
 class TpotLeadingStatus(BaseModel):
     """How fast the requests running now decode, seconds per output token (monitor/slo/leading.py): it
-    moves while they run, TPOT only once they finish. None where its source has no data."""
+    moves while they run, TPOT only once they finish. None where its source has no data. `over_target` is
+    this instant's reading; `warning` is what SLOTPOTLeadingWarning fires on: over the target at every
+    evaluation since `over_target_since`, for `hold_seconds` (its `for`)."""
 
     seconds: float | None  # the larger of the two estimates
     itl_seconds: float | None  # mean ITL over the last minute
     gen_throughput_seconds: float | None  # running requests / generated tokens per second
     target_seconds: float  # the TPOT target it is compared with
-    over_target: bool
+    over_target: bool  # now, one reading
+    over_target_since: float | None = None  # over at every evaluation since then (wall clock); None: not over now
+    hold_seconds: float = 0.0  # how long it must stay over before it warns (the alert's `for`)
+    warning: bool = False  # over for the hold: SLOWING in the status table, as the alert fires
 
 
 class AvailabilityWindowStatus(BaseModel):
@@ -278,7 +284,9 @@ def deployment_status(dep: Deployment, state: DeploymentState, targets: list[Tar
         tpot_leading=None if state.leading_tpot is None else TpotLeadingStatus(
             seconds=_f(state.leading_tpot.seconds), itl_seconds=_f(state.leading_tpot.itl_seconds),
             gen_throughput_seconds=_f(state.leading_tpot.throughput_seconds),
-            target_seconds=state.leading_tpot.target_seconds, over_target=state.leading_tpot.over_target),
+            target_seconds=state.leading_tpot.target_seconds, over_target=state.leading_tpot.over_target,
+            over_target_since=state.leading_tpot.over_since, hold_seconds=HOLD_SECONDS,
+            warning=state.leading_tpot.warning),
         availability=availability_status(state.availability) if state.availability is not None else None,
         client_gone=[client_gone_status(w) for w in (state.client_gone or {}).values()],
         goodput=goodput_status(dep, goodput),

@@ -75,8 +75,10 @@ def _state(d: DeploymentStatus) -> tuple[str, str]:
         return "DOWN", RED
     if any(s.breaching for s in d.slis) or (d.availability is not None and d.availability.breaching):
         return "BREACH", RED
-    if d.tpot_leading is not None and d.tpot_leading.over_target:
-        return "SLOWING", YELLOW  # running requests decode slower than the TPOT target: TPOT follows
+    if d.tpot_leading is not None and d.tpot_leading.warning:
+        # Running requests have decoded slower than the TPOT target for the alert's hold: TPOT follows. One
+        # refresh over it (`over_target`, the `!` on TPOT now) is not a state: it comes and goes when healthy.
+        return "SLOWING", YELLOW
     windows = [w for s in d.slis for w in s.windows] + (d.availability.windows if d.availability else [])
     fast = [w.burn_rate for w in windows if w.window in ("5m", "1h") and w.burn_rate is not None]
     if fast and max(fast) >= 1.0:
@@ -118,7 +120,8 @@ def render_table(status: StatusResponse, *, color: bool = True) -> str:
     side = status.sidecar
     out.append(f"{DIM if color else ''}sidecar {side.version}: {side.cycles} cycles, last {side.last_cycle_seconds * 1000:.0f} ms, "
                f"interval {side.scrape_interval_seconds:g}s; ~ = target off bucket edges (interpolated); TPOT now = seconds "
-               f"per token of the running requests (ITL, gen_throughput), ! over the target; gone = requests whose client left "
+               f"per token of the running requests (ITL, gen_throughput), ! over the target now, SLOWING once over it for the "
+               f"warning's hold; gone = requests whose client left "
                f"before the end (gateway 499s, share of its answers; without smg 1.13, SGLang's aborts){RESET if color else ''}")
     notes = [f"  {d.name}: {s.sli} target {s.target_seconds * 1000:g} ms is not a bucket edge; launch with {s.fix_flag}"
              for d in status.deployments for s in d.slis if s.fix_flag]

@@ -33,7 +33,7 @@ from monitor.parse.families import HistogramSeries, group_histograms, histogram_
 from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, common_edges, merge, project
-from monitor.slo.leading import leading_tpot
+from monitor.slo.leading import HOLD_SECONDS, held_since, leading_tpot, with_hold
 from monitor.slo.load import aggregate, per_dp_rank
 from monitor.slo.state import (
     DeploymentState,
@@ -86,6 +86,9 @@ class DeploymentEngine:
         self._layout_notes: dict[str, tuple[float, str]] = {}
         self._now = 0.0  # the latest snapshot's time: a scrape's when none is given
         self._swept = 0.0
+        # Since when the leading TPOT signal has been over the target at every snapshot (None: not over at the
+        # latest): the hold SLOTPOTLeadingWarning waits, evaluated once per scrape cycle as a rule group is.
+        self.tpot_over_since: float | None = None
 
     def observe(self, target: Target, expo: Exposition, ts: float | None = None) -> int:
         """Feed one successful scrape (taken at `ts`) of an SGLang server; returns counter resets detected.
@@ -303,7 +306,13 @@ class DeploymentEngine:
                 acc.seen += moved
             self._observed = {tid: last + moved for tid, last in self._observed.items()}
             self._swept += moved
+            if self.tpot_over_since is not None:
+                self.tpot_over_since += moved
         self._now = ts
+        target = self.deployment.tpot_target_seconds
+        if target is not None:
+            lead = leading_tpot(self.store, aggregate(self._gauges), ts, LEADING_WINDOW, target)
+            self.tpot_over_since = held_since(self.tpot_over_since, lead.over_target, ts)
         if ts - self._swept >= EXPIRY_SWEEP_SECONDS:
             self._swept = ts
             self.expire(ts - SERIES_EXPIRY_SECONDS)
@@ -337,7 +346,8 @@ class DeploymentEngine:
         slis = compute_sli_states(self.deployment, self.store, now, windows)
         load = aggregate(self._gauges)
         target = self.deployment.tpot_target_seconds
-        leading = None if target is None else leading_tpot(self.store, load, now, LEADING_WINDOW, target)
+        leading = None if target is None else with_hold(
+            leading_tpot(self.store, load, now, LEADING_WINDOW, target), self.tpot_over_since, now, HOLD_SECONDS)
         return DeploymentState(self.deployment.name, now, slis, load, self._rates(now), leading,
                                compute_availability(self.deployment, self.store, now, windows),
                                compute_client_gone(self.store, now, windows))

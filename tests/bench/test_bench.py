@@ -57,10 +57,40 @@ def test_the_served_variants_differ_in_their_pids_only():
     assert moved != text and _PID.sub(b"", moved) == _PID.sub(b"", text)
 
 
-def test_leading_benchmark_runs_one_short_trial():
-    res = leading.run(trials=1, warm=60.0, limit=60.0, healthy=30.0, rows=leading.ROWS[1:])
-    assert len(res["regression"]) == 1 and len(res["healthy"]) == 1
-    assert "lead s" in leading.render(res) and leading.goal_lines(res)
+def test_leading_benchmark_runs_a_short_healthy_stretch_then_a_regression_and_renders():
+    name = "kimi-k2.6-w4a8-16p-in64k-out1k-100ms"
+    res = leading.run(healthy_hours=0.05, seeds=1, shares=(0.6,), rows=[name], limit=600.0, jobs=1)
+    (r,) = res["runs"]
+    assert r["watched"] == 180.0 and r["steps"] == 37 and r["warnings"] == [] and r["tpot_burn"] == 0.0
+    assert 60.0 <= r["after"]["warning"] < r["after"]["page"] and r["after"]["rule"] is not None  # warned first
+    assert "lead over page s" in leading.render(res)
+    goals = leading.goal_lines(res)
+    assert goals[0][1] == "0 / 0" and goals[0][3] == "MISSED"  # no false warning, but far from 24 h
+    assert goals[1][0].startswith(leading.GOAL_PREFIXES) and goals[1][3] == "met"
+
+
+def test_every_recipe_row_with_a_tpot_target_has_a_capacity_that_binds_somewhere():
+    rows = leading.recipe_rows()
+    assert len(rows) == 11 and all(d.tpot_target_seconds for d in rows)
+    for d in rows:
+        rate, bound = leading.capacity(d.name)
+        assert rate > 0 and bound in ("decode slots", "prefill slots", "TPOT SLO")
+        assert leading._binding(leading._mean_field(d, rate * 0.9))[0] < 1.0
+        assert leading._binding(leading._mean_field(d, rate * 1.1))[0] > 1.0
+    # one decode rank of 16 slots measured at a batch of 1: its TPOT SLO binds long before its slots fill
+    assert leading.capacity("kimi-k2.6-w4a8-1p1d-16p-in64k-out1k5-100ms")[1] == "TPOT SLO"
+
+
+def test_the_rule_evaluation_reads_the_last_minute_and_holds_for_a_minute_as_prometheus():
+    rule = leading.RuleEval(0.1)
+    slow = {"server": {"num_running_reqs": 10.0, "gen_throughput": 50.0}}  # 0.2 s a token
+    fine = {"server": {"num_running_reqs": 10.0, "gen_throughput": 200.0}}
+    assert rule.evaluate(0.0, 0.0, 0.0, fine) == (0.05, False)
+    assert rule.evaluate(5.0, 5.0, 100.0, fine) == (0.05, False)  # ITL 50 ms over (0, 5]
+    seen = [rule.evaluate(t, 5.0, 100.0, slow) for t in range(10, 75, 5)]
+    assert [firing for _, firing in seen] == [False] * 12 + [True] and seen[0][0] == 0.2
+    assert rule.itl(70.0) is None  # no token in the last minute (the samples at 10..70 s hold the same counts)
+    assert rule.evaluate(75.0, 5.0, 100.0, fine) == (0.05, False) and rule.active_at is None
 
 
 def test_detection_benchmark_detects_a_tpot_regression():
@@ -103,3 +133,22 @@ def test_metrics_page_benchmark_runs_tiny_with_and_without_the_cache():
     assert s["cached 4"]["renders"] == 1 and s["uncached 4"]["probes"] >= 1 and s["cached 4"]["probes"] >= 1
     assert s["cached 4"]["bytes"] < s["uncached 4"]["bytes"]  # gzip on the wire
     assert "ratio uncached / cached" in metrics_page.render(res) and len(metrics_page.goal_lines(res)) == 2
+
+
+def test_writing_one_benchmark_replaces_its_section_and_goal_lines_and_keeps_the_rest():
+    from bench.__main__ import goal_prefixes, merge_results
+
+    old = "\n".join([
+        "# Benchmark results", "", "## Goals", "", table.markdown(["goal", "measured", "target", "verdict"], [
+            ["1. CPU per scrape, a", "1x", "<= 1x", "met"],
+            ["3. lead of the TPOT warning over the 5m burn >= 14.4, x2 regression, row", "65 s", "> 0 s", "met"],
+            ["3. false TPOT warnings over a healthy 1.0 h, row", "0", "0", "met"],
+            ["7. renders", "1", "1", "met"]]), "", "## 3. Detection", "", "three", "", "## 4. Old leading", "",
+        "old four", "", "## 5. Emulator", "", "five", "", "## How to read this", "", "notes"])
+    goals = [("3. false TPOT warnings (sidecar / rule) over 99 h", "0 / 0", "0", "met"),
+             ("3. lead of the TPOT warning over the page, x2, row", "90 s", "> 0 s", "met")]
+    new = merge_results(old, ["## 4. New leading\n\nnew four"], goals, goal_prefixes(["leading"], goals))
+    assert "old four" not in new and "## 4. New leading\n\nnew four\n\n## 5. Emulator" in new
+    assert "## 3. Detection\n\nthree\n\n## 4." in new and new.endswith("## How to read this\n\nnotes")
+    rows = [line.split("|")[1].strip() for line in new.splitlines() if line.startswith("| ") and "goal " not in line]
+    assert rows == ["1. CPU per scrape, a", goals[0][0], goals[1][0], "7. renders"]
