@@ -22,7 +22,7 @@ SMG_STAMP := $(SMG_VENV)/.installed
 GO_BIN := $(VENV)/go-bin
 GO_STAMP := $(GO_BIN)/.built
 
-.PHONY: venv gateways go-tools demo test lint generate bench bench-leading confusion sloth-compare clean
+.PHONY: venv gateways go-tools demo test lint generate bench bench-leading confusion confusion-grid sloth-compare clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -74,6 +74,15 @@ bench-leading: $(STAMP)
 # backfilled Prometheus and from the recording (tests/analyze/test_incident_lab.py fails when it drifts).
 confusion: $(STAMP)
 	$(BIN)/python -m tools.incident_lab
+
+# The diagnosis grid at the top of docs/analysis.md (tools/incident_lab/grid.py): every incident kind at three
+# magnitudes and three arrival rates, healthy controls and pairs, SEEDS seeds (even: tuned, odd: held-out), each
+# (seed, rate) in its own process, JOBS at once, analysed from the recording. Niced: it takes the machine for a while
+# (about half an hour with 2 processes). `... --grid --only healthy --rate busy --seeds 2` runs a slice (printed only).
+SEEDS ?= 10
+JOBS ?= 2
+confusion-grid: $(STAMP)
+	nice -n 10 $(BIN)/python -m tools.incident_lab --grid --seeds $(SEEDS) --jobs $(JOBS)
 
 # docs/sloth-comparison.md: our rules and the real Sloth's (from `generate --format sloth`) on one Prometheus 3 over an
 # emulated TPOT regression (tests/interop/test_sloth_peer.py fails when it drifts).

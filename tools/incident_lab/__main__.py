@@ -1,6 +1,13 @@
 """`python -m tools.incident_lab [--check]` (`make confusion`): run every incident kind in lockstep, backfill a real
 Prometheus from the capture, analyse each from both sources and write the confusion table into docs/analysis.md
-(`--check`: only say whether the committed table is what was measured; exit 1 when it drifted)."""
+(`--check`: only say whether the committed table is what was measured; exit 1 when it drifted).
+
+`python -m tools.incident_lab --grid [--seeds N] [--jobs J] [--only SCENARIO] [--rate LOAD] [--magnitude M]
+[--save FILE | --load FILE]`
+(`make confusion-grid`): the experiment of tools/incident_lab/grid.py (every kind at three magnitudes, three
+arrival rates, healthy controls, pairs, seeds split into tuned and held-out), analysed from the recording; the
+whole grid writes its section at the top of docs/analysis.md, a slice of it (--only/--rate/--magnitude) only
+prints. `--capacity`: the probe the grid's arrival rates come from."""
 
 from __future__ import annotations
 
@@ -10,20 +17,68 @@ import tempfile
 import time
 from pathlib import Path
 
+from tools.incident_lab import grid
 from tools.incident_lab.confusion import DOC, analyse, doc_table, table, write_doc
 from tools.incident_lab.lockstep import run_lab
 from tools.incident_lab.prometheus import serving
 
 
+def main_grid(args: argparse.Namespace) -> int:
+    if args.load:  # render what a run saved, without running it
+        g = grid.load(args.load)
+        partial = g.loads != grid.LOADS or {(r.scenario, r.magnitude) for r in g.results} != {
+            (c.scenario, c.magnitude) for c in grid.CELLS}
+    else:
+        cells = grid.select(args.only or (), args.magnitude or ())
+        loads, seeds = tuple(args.rate or grid.LOADS), tuple(range(args.seeds))
+        partial = bool(args.only or args.rate or args.magnitude)
+        grid.log(f"{len(cells)} cells x {len(loads)} rates x {len(seeds)} seeds = "
+                 f"{len(cells) * len(loads) * len(seeds)} runs in "
+                 f"{len(seeds) * len(loads) * -(-len(cells) // grid.CHUNK)} tasks, "
+                 f"{args.jobs} at once")
+        g = grid.run_grid(seeds, jobs=args.jobs, loads=loads, cells=cells, progress=grid.log)
+    if args.save:
+        grid.save(g, args.save)
+        grid.log(f"results saved to {args.save}")
+    text = grid.section(g, cut=args.cut)
+    print(text)
+    right = sum(r.right for r in g.results)
+    grid.log(f"{right}/{len(g.results)} right; the grid took {g.seconds:.0f} s ({g.seconds / 60:.1f} min)")
+    if partial or args.no_write:
+        grid.log(f"a slice of the grid: {DOC} not written")
+        return 0
+    grid.log(f"{DOC}: {'updated' if grid.write_doc(text) else 'unchanged'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.incident_lab", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m tools.incident_lab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="compare with docs/analysis.md instead of writing it")
+    p.add_argument("--grid", action="store_true", help="run the grid (tools/incident_lab/grid.py)")
+    p.add_argument("--seeds", type=int, default=10, help="grid: seeds 0..N-1 (even: tuned, odd: held-out)")
+    p.add_argument("--jobs", type=int, default=grid.default_jobs(), help="grid: processes at once")
+    p.add_argument("--only", action="append", choices=grid.SCENARIO_NAMES, metavar="SCENARIO",
+                   help=f"grid: only this scenario (repeatable): {', '.join(grid.SCENARIO_NAMES)}")
+    p.add_argument("--rate", action="append", choices=grid.LOADS, help="grid: only this arrival rate (repeatable)")
+    p.add_argument("--magnitude", action="append", choices=grid.MAGNITUDES,
+                   help="grid: only this magnitude (repeatable; healthy controls and pairs always run)")
+    p.add_argument("--no-write", action="store_true", help="grid: print the section, do not write the doc")
+    p.add_argument("--cut", default="", help="grid: a sentence for the doc saying what was cut to fit the time")
+    p.add_argument("--save", type=Path, help="grid: also save every run's result as JSON here")
+    p.add_argument("--load", type=Path, help="grid: render the section from results saved with --save (no run)")
+    p.add_argument("--capacity", action="store_true", help="print the capacity probe the grid's rates come from")
     args = p.parse_args(argv)
+    if args.capacity:
+        return grid.main_capacity()
+    if args.grid:
+        return main_grid(args)
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="incident-lab-") as tmp:
         work = Path(tmp)
         print("incident lab: running every scenario in lockstep ...", file=sys.stderr, flush=True)
         run = run_lab(work)
+        assert run.openmetrics is not None
         print("incident lab: backfilling Prometheus and analysing ...", file=sys.stderr, flush=True)
         with serving(run.openmetrics, work, run.interval) as url:
             outcomes = analyse(run, url)

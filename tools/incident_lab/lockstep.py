@@ -14,6 +14,8 @@ scrape config restores anyway.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,7 @@ from monitor.escaping import matchers
 from monitor.generate.prometheus_config import job_name
 from monitor.sidecar import Sidecar
 from monitor.slo_plan import SCRAPED_SOURCES
-from tools.incident_lab.scenarios import EPOCH, INTERVAL, SCENARIOS, UNTIL, Scenario, lab_config
+from tools.incident_lab.scenarios import EPOCH, INTERVAL, SCENARIOS, SEED, UNTIL, Scenario, lab_config
 
 SIDECAR_INSTANCE = "127.0.0.1:9464"
 # The SGLang families the analysis queries (the rest of an exposition is never read; leaving it out keeps
@@ -52,12 +54,15 @@ ANALYSED_FAMILIES: frozenset[str] = frozenset({
 @dataclass
 class LabRun:
     recording: Path
-    openmetrics: Path
+    openmetrics: Path | None  # None: run without the capture (nothing to backfill a Prometheus from)
     config: Config  # localized: targets on the emulator's ports
     scenarios: tuple[Scenario, ...]
     interval: float
     # Ground truth per deployment: emulated time -> requests waiting and running in the emulator.
     truth: dict[str, dict[float, tuple[int, int]]] = field(default_factory=dict)
+    # Wall seconds of the slowest scrape round (every target at once, each bounded by the scrape timeout):
+    # near the timeout, a slow render would read as a target that is down.
+    slowest_scrape: float = 0.0
 
     def deployment(self, name: str) -> Deployment:
         return self.config.deployment(name)
@@ -115,10 +120,11 @@ def _capture(emu: Emulator, targets: list[tuple[Deployment, Target]], sidecar: S
     out.write("\n".join(_family_lines(sidecar.registry.collect(), side, ts)) + "\n")
 
 
-async def _run(scenarios: tuple[Scenario, ...], workdir: Path, interval: float, until: float) -> LabRun:
+async def _run(scenarios: tuple[Scenario, ...], workdir: Path, interval: float, until: float, seed: int,
+               capture: bool) -> LabRun:
     workdir.mkdir(parents=True, exist_ok=True)
     config = lab_config(scenarios)
-    emu = Emulator(config, 0, speed=0, seed=1, incidents=[s.spec for s in scenarios if s.spec],
+    emu = Emulator(config, 0, speed=0, seed=seed, incidents=[x for s in scenarios for x in s.specs],
                    rates={s.name: s.rate for s in scenarios})
     await emu.start()
     try:
@@ -129,14 +135,18 @@ async def _run(scenarios: tuple[Scenario, ...], workdir: Path, interval: float, 
         local = local.model_copy(update={"sidecar": side})
         now = [EPOCH]
         sidecar = Sidecar(local, clock=lambda: now[0])
-        run = LabRun(workdir / "recording.sqlite", workdir / "capture.om", local, scenarios, interval)
+        run = LabRun(workdir / "recording.sqlite", workdir / "capture.om" if capture else None, local, scenarios,
+                     interval)
         targets = scraped(local)
         try:
-            with run.openmetrics.open("w") as om:
+            with run.openmetrics.open("w") if run.openmetrics else contextlib.nullcontext() as om:
                 t = 0.0
                 while t <= until + 1e-9:
+                    began = time.monotonic()
                     await sidecar.run(once=True)  # scrapes at emulated t, records one tick
-                    _capture(emu, targets, sidecar, EPOCH + t, om)
+                    run.slowest_scrape = max(run.slowest_scrape, time.monotonic() - began)
+                    if om is not None:
+                        _capture(emu, targets, sidecar, EPOCH + t, om)
                     for s in scenarios:
                         st = emu.deployments[s.name].state()["servers"]
                         run.truth.setdefault(s.name, {})[t] = (sum(x["queued"] for x in st),
@@ -144,7 +154,8 @@ async def _run(scenarios: tuple[Scenario, ...], workdir: Path, interval: float, 
                     await emu.advance(interval)
                     t += interval
                     now[0] = EPOCH + t
-                om.write("# EOF\n")
+                if om is not None:
+                    om.write("# EOF\n")
         finally:
             await sidecar.close()
         return run
@@ -153,6 +164,7 @@ async def _run(scenarios: tuple[Scenario, ...], workdir: Path, interval: float, 
 
 
 def run_lab(workdir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS, *, interval: float = INTERVAL,
-            until: float = UNTIL) -> LabRun:
-    """Every scenario from emulated 0 to `until` (inclusive): the recording and the OpenMetrics capture."""
-    return asyncio.run(_run(scenarios, workdir, interval, until))
+            until: float = UNTIL, seed: int = SEED, capture: bool = True) -> LabRun:
+    """Every scenario from emulated 0 to `until` (inclusive): the recording and (`capture`) the OpenMetrics
+    capture. `scenarios`: anything with a name, a template, a rate and incident specs (the grid's runs too)."""
+    return asyncio.run(_run(scenarios, workdir, interval, until, seed, capture))

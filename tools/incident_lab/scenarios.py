@@ -38,6 +38,7 @@ SPEC: dict[str, Any] = {
     "launch": {"max_running_requests": 16, "speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4},
 }
 RATE = 1.5  # requests/s: a third of the mixed server's slots busy
+SEED = 1  # the emulator's seed of the confusion table (the grid runs many: tools/incident_lab/grid.py)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class Scenario:
     @property
     def spec(self) -> str | None:
         return f"{self.name}{self.incident}" if self.incident else None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        """Every incident spec of the deployment (the lockstep run injects these)."""
+        return (self.spec,) if self.spec else ()
 
 
 def _at(kind: str, factor: str = "", duration: float = DURATION, role: str = "") -> str:
