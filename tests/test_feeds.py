@@ -3,6 +3,9 @@ generated PromQL both apply."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from monitor.config import Deployment
 from monitor.conventions.slis import COUNTER_ROLES, ENGINE_ROLES, SLI_RECORDS
 from monitor.feeds import feed, sli_feed
@@ -53,3 +56,48 @@ def test_every_sli_record_names_a_target_field_on_the_deployment():
         assert sli.target_field in Deployment.model_fields
         d = Deployment(name="d", **{sli.target_field: 1.0})
         assert d.slis == [sli.key] and d.target_seconds(sli.key) == 1.0
+
+
+# --- the label rules live here only --------------------------------------------------------------------
+# How a series is told apart inside a router's merged /engine_metrics (`engine_type`, `worker_addr`, which
+# engine_type is which role) and the per-SLI role table derived from the records: named only by the modules
+# that define them, `feeds.py` (which applies them) and `parse/gateway.py` (which reads the merge). Any other
+# module asks `feed(...)` for its matchers or targets.
+LABEL_RULES = {"ENGINE_TYPE_LABEL", "ENGINE_TYPE_ROLES", "PREFILL_ENGINE_TYPE", "WORKER_ADDR_LABEL", "SLI_ROLES"}
+RULE_OWNERS = {"conventions/names.py", "conventions/slis.py", "feeds.py", "parse/gateway.py"}
+MONITOR = Path(__file__).resolve().parents[1] / "monitor"
+
+
+def names_used(source: str) -> set[str]:
+    """Every identifier a module names: loads, attributes and imported names."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def rule_users(root: Path) -> dict[str, set[str]]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        used = names_used(path.read_text()) & LABEL_RULES
+        if used and rel not in RULE_OWNERS:
+            out[rel] = used
+    return out
+
+
+def test_the_merge_label_rules_are_applied_only_in_feeds():
+    assert not rule_users(MONITOR), "apply roles through monitor.feeds.feed, not the label rules themselves"
+
+
+def test_the_label_rule_check_sees_an_attribute_an_import_and_a_name(tmp_path):
+    (tmp_path / "a.py").write_text("from monitor.conventions.slis import ENGINE_TYPE_LABEL\n")
+    (tmp_path / "b.py").write_text("from monitor.conventions import slis\nx = slis.SLI_ROLES['ttft']\n")
+    (tmp_path / "c.py").write_text("def f(d):\n    return d[WORKER_ADDR_LABEL]\n")
+    (tmp_path / "feeds.py").write_text("from monitor.conventions.slis import ENGINE_TYPE_ROLES\n")
+    assert set(rule_users(tmp_path)) == {"a.py", "b.py", "c.py"}

@@ -8,7 +8,7 @@ import yaml
 
 from monitor.config import ConfigError, Gateway, parse_config
 from monitor.conventions import names
-from monitor.conventions.names import AVAILABILITY_SERIES, GATEWAY_OWN_PATHS, GATEWAYS
+from monitor.conventions.names import AVAILABILITY_SERIES, CLIENT_CLOSED_SERIES, GATEWAY_OWN_PATHS, GATEWAYS
 from monitor.conventions.policy import RULE_WINDOWS
 from monitor.generate.options import Options
 from monitor.generate.rules import slo_groups
@@ -32,7 +32,7 @@ def _recorded(small_files: dict[str, str], deployment: str) -> dict[str, str]:
 
 def test_config_gateway_names_are_the_conventions_ones():
     assert Gateway.__args__ == GATEWAYS  # type: ignore[attr-defined]
-    assert set(AVAILABILITY_SERIES) == set(GATEWAYS)
+    assert set(AVAILABILITY_SERIES) == set(CLIENT_CLOSED_SERIES) == set(GATEWAYS)
 
 
 def test_smg_1_13_counts_responses_on_serving_paths_and_failures_once(small_files):
