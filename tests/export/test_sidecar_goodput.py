@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
-from prometheus_client import generate_latest
-
 from monitor.config import parse_config
-from monitor.emulate import Emulator
 from monitor.emulate.request_log import read_records
 from monitor.sidecar import Sidecar
+from tests.export.lockstep import run_lockstep
 
 
 def test_goodput_and_source_agreement(tmp_path):
@@ -21,26 +16,7 @@ def test_goodput_and_source_agreement(tmp_path):
     }]})
     logs = tmp_path / "logs"
 
-    async def go():
-        emu = Emulator(cfg, 0, speed=0, seed=3, request_log_dir=logs, rates={"mixed": 8.0})
-        await emu.start()
-        local = emu.localized_config()
-        local = local.model_copy(update={"sidecar": local.sidecar.model_copy(
-            update={"recording_path": str(tmp_path / "rec.sqlite")})})
-        t0 = time.time()
-        clock = {"t": t0}
-        sc = Sidecar(local, clock=lambda: clock["t"])
-        try:
-            for _ in range(30):
-                await emu.advance(5)
-                clock["t"] += 5
-                await sc.run(once=True)
-            return generate_latest(sc.registry).decode(), sc.status()
-        finally:
-            await sc.close()
-            await emu.stop()
-
-    text, status = asyncio.run(go())
+    text, status = run_lockstep(cfg, logs, seed=3, rates={"mixed": 8.0}, steps=30, recording=tmp_path / "rec.sqlite")
     records = [r for r in read_records(logs)]
     assert len(records) > 500
     assert 'slo_monitor_goodput_ratio{deployment="mixed",window="5m"}' in text

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
-from prometheus_client import generate_latest
-
 from monitor.config import parse_config
-from monitor.emulate import Emulator
 from monitor.emulate.request_log import read_records
-from monitor.sidecar import Sidecar
+from tests.export.lockstep import run_lockstep
 
 TARGET = 0.1  # an edge of SGLang's fixed queue-time buckets
 
@@ -24,23 +18,7 @@ def test_the_queue_time_sli_counts_the_prefill_queue_once_per_request(tmp_path):
     }]})
     logs = tmp_path / "logs"
 
-    async def go():
-        emu = Emulator(cfg, 0, speed=0, seed=5, request_log_dir=logs, rates={"pd": 4.0})
-        await emu.start()
-        local = emu.localized_config()
-        clock = {"t": time.time()}
-        sc = Sidecar(local, clock=lambda: clock["t"])
-        try:
-            for _ in range(60):
-                await emu.advance(5)
-                clock["t"] += 5
-                await sc.run(once=True)
-            return generate_latest(sc.registry).decode(), sc.status()
-        finally:
-            await sc.close()
-            await emu.stop()
-
-    text, status = asyncio.run(go())
+    text, status = run_lockstep(cfg, logs, seed=5, rates={"pd": 4.0}, steps=60)
     records = list(read_records(logs))
     waits = [r["queue_time"] for r in records]
     assert len(waits) > 300 and any(w > TARGET for w in waits) and any(w <= TARGET for w in waits)

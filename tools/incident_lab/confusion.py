@@ -8,7 +8,6 @@ the demand, capacity or event side, and the verdict's text before `->` names no 
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from monitor.analyze.prometheus import load_prometheus
 from monitor.analyze.recording import load_recording
 from monitor.analyze.report import Report, analyze
 from monitor.analyze.signals import CONSEQUENCE
+from tools.incident_lab.doc_markers import read_between, write_between
 from tools.incident_lab.lockstep import LabRun
 from tools.incident_lab.scenarios import EPOCH, T1, T2, WINDOW, Scenario
 
@@ -106,18 +106,13 @@ def table(outcomes: list[Outcome]) -> str:
 
 
 def doc_table(path: Path = DOC) -> str | None:
-    m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), path.read_text(encoding="utf-8"), re.S)
-    return m.group(1) if m else None
+    return read_between(path, BEGIN, END)
+
+
+def _appended(doc: str, block: str) -> str:
+    return doc.rstrip("\n") + "\n\n## Confusion table (injected ground truth)\n\n" + block + "\n"
 
 
 def write_doc(text: str, path: Path = DOC) -> bool:
     """Put the table between the markers (appending a section when they are missing); True if it changed."""
-    doc = path.read_text(encoding="utf-8")
-    block = f"{BEGIN}\n{text}{END}"
-    if BEGIN in doc and END in doc:
-        new = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: block, doc, flags=re.S)
-    else:
-        new = doc.rstrip("\n") + "\n\n## Confusion table (injected ground truth)\n\n" + block + "\n"
-    if new != doc:
-        path.write_text(new, encoding="utf-8")
-    return new != doc
+    return write_between(path, BEGIN, END, text, _appended)

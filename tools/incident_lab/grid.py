@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from typing import Any, Final
 from monitor.analyze import diagnose as m
 from monitor.analyze.report import Report
 from tools.incident_lab.confusion import DOC, consequence_as_cause, report
+from tools.incident_lab.doc_markers import read_between, write_between
 from tools.incident_lab.lockstep import run_lab
 from tools.incident_lab.scenarios import DURATION, EPOCH, INCIDENT_AT, LLAMA, PD, SPEC
 
@@ -598,23 +598,17 @@ def section(grid: Grid, *, cut: str = "") -> str:
 
 
 def doc_section(path: Path = DOC) -> str | None:
-    found = re.search(re.escape(GRID_BEGIN) + r"\n(.*?)" + re.escape(GRID_END), path.read_text(encoding="utf-8"),
-                      re.S)
-    return found.group(1) if found else None
+    return read_between(path, GRID_BEGIN, GRID_END)
+
+
+def _under_title(doc: str, block: str) -> str:
+    title, _, rest = doc.partition("\n")
+    return f"{title}\n\n{GRID_HEADING}\n\n{block}\n{rest}"
 
 
 def write_doc(text: str, path: Path = DOC) -> bool:
     """Put the section between its markers, or right under the document's title when they are missing."""
-    doc = path.read_text(encoding="utf-8")
-    block = f"{GRID_BEGIN}\n{text}{GRID_END}"
-    if GRID_BEGIN in doc and GRID_END in doc:
-        new = re.sub(re.escape(GRID_BEGIN) + r".*?" + re.escape(GRID_END), lambda _: block, doc, flags=re.S)
-    else:
-        title, _, rest = doc.partition("\n")
-        new = f"{title}\n\n{GRID_HEADING}\n\n{block}\n{rest}"
-    if new != doc:
-        path.write_text(new, encoding="utf-8")
-    return new != doc
+    return write_between(path, GRID_BEGIN, GRID_END, text, _under_title)
 
 
 def parse_table(text: str, header: str) -> list[dict[str, str]]:
