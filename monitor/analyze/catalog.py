@@ -16,6 +16,7 @@ LOAD_LABELS: dict[str, tuple[str, str, str]] = {  # metric -> (label, group, uni
 }
 RATE_LABELS: dict[str, tuple[str, str, str]] = {  # counter -> (label, group, unit)
     "requests_total": ("finished requests rate", "traffic", "req/s"),
+    "arrived_total": ("arrived requests rate (SGLang's HTTP request counter)", "traffic", "req/s"),
     "generation_tokens_total": ("generated tokens rate", "traffic", "tokens/s"),
     "prompt_tokens_total": ("prompt tokens rate", "traffic", "tokens/s"),
     "aborted_requests_total": ("aborted requests rate", "errors", "req/s"),

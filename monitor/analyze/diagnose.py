@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.model import Dataset, Values
@@ -303,6 +304,11 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
     return out
 
 
+# Mechanisms whose signals a rise in demand also moves (a bigger batch decodes each request slower, a longer
+# queue delays each prefill).
+LOAD_LIKE: Final = frozenset({PREFILL_SLOWDOWN, DECODE_SLOWDOWN})
+
+
 def _served_more(sh: dict[str, Shift], at: float, tie: float) -> bool:
     """More work done from about `at`: finished requests or generated tokens per second rose with it."""
     return any(k in sh and sh[k].moved and (sh[k].ratio or 0) > 1 and sh[k].changed_at is not None
@@ -313,10 +319,13 @@ def _candidates(sh: dict[str, Shift], tie: float) -> list[tuple[str, Shift]]:
     found: list[tuple[int, str, Shift]] = []
     for order, rule in enumerate(RULES):
         moved = [sh[k] for k, _ in rule.signals if k in sh and sh[k].moved and sh[k].changed_at is not None]
-        if rule.mechanism == OVERLOAD and "arrivals" in sh and sh["arrivals"].changed_at is not None \
-                and not _served_more(sh, sh["arrivals"].changed_at, tie):
-            # Arrivals are inferred (finished + the change of requests in the system): a slower engine also
-            # grows the system for a while. A real rise shows in more work served; lengths are measured.
+        arr = sh.get("arrivals")
+        if rule.mechanism == OVERLOAD and arr is not None and arr.signal.inferred and arr.changed_at is not None \
+                and not _served_more(sh, arr.changed_at, tie):
+            # Inferred arrivals (finished + the change of requests in the system) also rise when a slower
+            # engine holds requests longer: without more work served, no rise. Measured ones (SGLang's HTTP
+            # request counter) are never dismissed: a saturated server cannot serve more, which is when
+            # they matter.
             moved = [s for s in moved if s.signal.key != "arrivals"]
         if moved:
             first = min(moved, key=lambda s: s.changed_at)  # type: ignore[arg-type, return-value]
@@ -324,8 +333,13 @@ def _candidates(sh: dict[str, Shift], tie: float) -> list[tuple[str, Shift]]:
     if not found:
         return []
     t0 = min(s.changed_at for _, _, s in found)  # type: ignore[type-var]
-    # Candidates within `tie` of the first are simultaneous: the most specific rule leads.
-    found.sort(key=lambda c: (c[2].changed_at > t0 + tie, c[0], c[2].changed_at))  # type: ignore[operator]
+    arr = sh.get("arrivals")
+    demand_rose = arr is not None and arr.moved and not arr.signal.inferred and (arr.ratio or 0) > 1
+    # Candidates within `tie` of the first are simultaneous: the most specific rule leads. While measured
+    # arrivals rose, a generic slowdown (per-request decode speed, prefill time) is what a grown batch and a
+    # longer queue look like too: it cannot lead the overload.
+    found.sort(key=lambda c: (c[2].changed_at > t0 + tie or (demand_rose and c[1] in LOAD_LIKE),  # type: ignore[operator]
+                              c[0], c[2].changed_at))
     return [(m, s) for _, m, s in found]
 
 
@@ -351,9 +365,11 @@ def _demand_clause(sh: dict[str, Shift], overload: bool) -> str:
     if not parts:
         return "demand not measured"
     arr = sh.get("arrivals")
-    if arr is not None and arr.moved:  # an inferred rise that no extra work served: requests held longer
+    if arr is not None and arr.moved and arr.signal.inferred:  # a rise that no extra work served: requests held longer
         return (f"demand flat but for the inferred arrivals ({', '.join(parts)}; the arrival estimate rose with "
                 "requests held longer, and no more work was served)")
+    if arr is not None and arr.moved:
+        return f"demand rose ({', '.join(parts)})"
     return f"demand flat ({', '.join(parts)})"
 
 
@@ -406,8 +422,29 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
             and s.baseline is not None and s.incident > s.baseline]
     if rose:
         head += f"; {_join(rose)} rose as a consequence (Little's law: running = arrivals × duration)"
+    other = _contributing(mech, cands)
+    if other is not None:
+        head += f"; with {TITLES[other[0]]} contributing ({other[1].describe()}{_when(other[1].changed_at)})"
     head += f"; {breach}."
     return Verdict(mech, conf, head, cause, cands, sh)
+
+
+def _contributing(mech: str, cands: list[tuple[str, Shift]]) -> tuple[str, Shift] | None:
+    """A second mechanism that moved on its own, not as a consequence of the first: more demand measured
+    (arrivals read from SGLang's request counter, longer prompts or outputs) under another cause, or an event
+    (failures, a restart) under another cause. Engine-side slowdowns are not named as contributing: they
+    follow from overheating, a lost KV cache, a spec-accept drop or a longer queue as often as they happen
+    on their own. Under a restart or an outage nothing is: counters and queues restart with the server."""
+    if mech in (RESTART, SERVER_DOWN):
+        return None
+    for other, shift in cands[1:]:
+        if other == mech:
+            continue
+        if other == OVERLOAD and shift.signal.side == DEMAND and not shift.signal.inferred:
+            return other, shift
+        if other != OVERLOAD and shift.signal.side == EVENT:
+            return other, shift
+    return None
 
 
 def _strength(s: Shift) -> float:

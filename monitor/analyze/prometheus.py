@@ -45,6 +45,7 @@ from monitor.conventions import names
 from monitor.conventions.names import (
     AVAILABILITY_SERIES,
     AVAILABILITY_SLI,
+    COUNTER_MATCHERS,
     COUNTERS,
     DCGM_FB_FREE,
     DCGM_FB_USED,
@@ -78,6 +79,7 @@ from monitor.conventions.names import (
     STAGE_LABEL,
     STAGE_LATENCY,
     UP,
+    Matcher,
     canonical_name,
     prom_name_regex,
 )
@@ -141,13 +143,14 @@ class PromClient:
             return None
 
 
-def _selector(name_regex: str, deployment: str, roles: tuple[str, ...] | None = None, **eq: str) -> Expr:
+def _selector(name_regex: str, deployment: str, roles: tuple[str, ...] | None = None,
+              only: tuple[Matcher, ...] = (), **eq: str) -> Expr:
     """`{deployment="d",...,__name__=~"...",role=~"...",engine_type!="..."}`: both spellings of an SGLang
     family (`name_regex`), and with `roles` the series that feed a number recorded on them (`monitor.feeds`,
     config-free: the analyzer reads a Prometheus it did not configure)."""
     fed = feed(None, roles).matchers if roles is not None else ()
     return select("", [("deployment", "=", deployment), *((k, "=", v) for k, v in eq.items()),
-                       ("__name__", "=~", name_regex), *fed])
+                       ("__name__", "=~", name_regex), *fed, *only])
 
 
 def _le(text: str) -> float:
@@ -184,8 +187,9 @@ class _Plan:
 
         self.queries["gauges.sidecar"] = of(M_LOAD)
         for counter in RATE_LABELS:
-            self.queries[f"rate.{counter}"] = rate_sum(
-                _selector(prom_name_regex(COUNTERS[counter]), d, COUNTER_ROLES[counter]), lookback)
+            self.queries[f"rate.{counter}"] = rate_sum(_selector(
+                prom_name_regex(COUNTERS[counter]), d, COUNTER_ROLES[counter], COUNTER_MATCHERS.get(counter, ())),
+                lookback)
         # The sidecar's accelerator_* series, else the exporters' own (npu-exporter, dcgm-exporter) in their units.
         self.queries["accel.temperature_max"] = either(*(aggregate("max", of(m)) for m in (
             M_ACCEL_TEMPERATURE, NPU_TEMPERATURE, DCGM_TEMPERATURE)))

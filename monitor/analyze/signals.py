@@ -52,6 +52,8 @@ class Signal:
     # per-step values is noisier than either).
     parts: tuple[Values, Values] | None = None
     min_den: float = 1e-9
+    # Estimated from other series rather than read (arrivals without SGLang's HTTP request counter).
+    inferred: bool = False
 
 
 def _add(*cols: Values) -> Values:
@@ -109,7 +111,18 @@ class Derive:
                      self.load("num_decode_transfer_queue_reqs", ["decode"])]
         return _add(*cols)
 
+    @property
+    def arrivals_measured(self) -> bool:
+        """SGLang's HTTP request counter (counted as a request arrives, before any inference) covers the
+        range at least as well as the inference from finished requests does."""
+        measured = sum(v is not None for v in self.get("rate.arrived_total"))
+        return measured > 0 and measured >= 0.9 * sum(v is not None for v in self._inferred_arrivals())
+
     def arrivals(self) -> Values:
+        return self.get("rate.arrived_total") if self.arrivals_measured else self._inferred_arrivals()
+
+    def _inferred_arrivals(self) -> Values:
+        """Finished requests plus the change of those held: a slower engine also grows what it holds for a while."""
         finished = self.get("rate.requests_total")
         held = self.in_system()
         step = self.ds.step
@@ -213,7 +226,8 @@ def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:
     """Every signal the dataset can give, by key (a signal with no value anywhere is left out)."""
     d = Derive(ds, tracks)
     out: list[Signal] = [
-        Signal("arrivals", "arrival rate", DEMAND, "req/s", d.arrivals()),
+        Signal("arrivals", "arrival rate" if d.arrivals_measured else "arrival rate (inferred)", DEMAND, "req/s",
+               d.arrivals(), inferred=not d.arrivals_measured),
         ratio_signal("prompt_len", "prompt length", DEMAND, "tokens", d.per_completed("prompt_tokens_total")),
         ratio_signal("output_len", "output length", DEMAND, "tokens", d.per_completed("generation_tokens_total")),
         ratio_signal("cache_hit", "prefix-cache hit rate", DEMAND, "ratio", d.cache_hit(), worse=-1),

@@ -8,6 +8,7 @@ spelling that prometheus_client >= 0.23 produces under OpenMetrics (and that the
 
 from __future__ import annotations
 
+import re
 from typing import Final, NamedTuple
 
 SGLANG_PREFIX: Final = "sglang:"
@@ -22,7 +23,13 @@ COUNTERS: Final[dict[str, str]] = {
     "bootstrap_failed_total": "sglang:num_bootstrap_failed_reqs_total",
     "transfer_failed_total": "sglang:num_transfer_failed_reqs_total",
     "retracted_total": "sglang:num_retracted_requests_total",  # KV pressure pushed a running request back
+    # SGLang's HTTP middleware counts a request as it arrives, before any inference
+    # (observability/http_request_metrics.py): the measured arrival rate, on the routes in COUNTER_MATCHERS.
+    "arrived_total": "sglang:http_requests_total",
 }
+# The routes that start a generation in SGLang 0.5.23 (entrypoints/http_server.py); /metrics, /health and
+# the rest are counted by the same middleware and are not arrivals.
+GENERATION_ENDPOINTS: Final = ("/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages")
 GAUGES: Final[dict[str, str]] = {
     "num_running_reqs": "sglang:num_running_reqs",
     "num_queue_reqs": "sglang:num_queue_reqs",
@@ -163,6 +170,12 @@ AVAILABILITY_SLI: Final = "availability"
 GATEWAY_OWN_PATHS: Final = ("/health|/health_generate|/liveness|/readiness|/engine_metrics|/metrics|/workers(/.*)?|"
                             "/get_loads|/loads|/v1/loads|/flush_cache|/v1/models|/get_model_info|/get_server_info")
 Matcher = tuple[str, str, str]
+
+
+# Which series of a counter's family count (Prometheus label matching; none: every series).
+COUNTER_MATCHERS: Final[dict[str, tuple[Matcher, ...]]] = {
+    "arrived_total": (("endpoint", "=~", "|".join(re.escape(e) for e in GENERATION_ENDPOINTS)), ("method", "=", "POST")),
+}
 
 
 class SeriesMatch(NamedTuple):

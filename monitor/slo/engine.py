@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from monitor.config import Deployment, Target
 from monitor.conventions.names import (
     AVAILABILITY_SLI,
+    COUNTER_MATCHERS,
     COUNTERS,
     GATEWAY_ANSWERED,
     GATEWAY_CLIENT_CLOSED,
@@ -30,7 +31,7 @@ from monitor.conventions.units import parse_duration
 from monitor.feeds import feed
 from monitor.parse.exposition import Exposition, Sample, spell_value
 from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
-from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway
+from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway, matches
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist, common_edges, merge, project
 from monitor.slo.leading import HOLD_SECONDS, held_since, leading_tpot, with_hold
@@ -128,7 +129,10 @@ class DeploymentEngine:
         for cname, family in COUNTERS.items():
             if not self._counter_feeds[cname].counts(target.role):
                 continue
+            only = COUNTER_MATCHERS.get(cname)
             for s in by_name.get(family, empty):
+                if only and not matches(s.labels, only):
+                    continue
                 if not (s.value >= 0 and s.value != float("inf")):
                     # NaN, Inf or negative is no count: skip it rather than poison the sum, and say so.
                     warnings.append(f"{family}{dict(s.labels)}: value {spell_value(s.value)} is not a count: skipped")

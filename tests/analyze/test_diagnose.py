@@ -79,3 +79,42 @@ def test_a_breach_without_a_demand_or_capacity_change_is_unexplained_with_low_co
     v = analyze(ds, 600, 1190, 60).verdict
     assert v.mechanism == UNEXPLAINED and v.confidence == "low" and v.cause is None
     assert "TPOT breached" in v.headline
+
+
+def _saturated(arrived: bool, failures_at: int | None = None) -> Dataset:
+    """A server already at its limit (20 running, 2 finished/s): arrivals double from step 80, it cannot
+    finish more, the queue grows. `arrived`: SGLang's HTTP request counter was read."""
+    rnd = random.Random(11)
+    fin, run, thr, queue, arr, failed = [], [], [], [], [], []
+    waiting = 0.0
+    for i in range(N):
+        arrivals = 4.0 if i >= 80 else 2.0
+        waiting += (arrivals - 2.0) * STEP
+        jitter = 1 + 0.03 * rnd.uniform(-1, 1)
+        fin.append(2.0 * jitter)
+        run.append(20.0 * jitter)
+        thr.append(800.0 * jitter)
+        queue.append(waiting)
+        arr.append(arrivals * jitter)
+        failed.append(1.0 if failures_at is not None and i >= failures_at else 0.0)
+    extra = {"rate__arrived_total": arr} if arrived else {}
+    if failures_at is not None:
+        extra["rate__transfer_failed_total"] = failed
+    return _dataset(fin, load__server__num_running_reqs=run, load__server__gen_throughput=thr,
+                    load__server__num_queue_reqs=queue, **extra)
+
+
+def test_a_measured_arrival_rise_is_overload_even_when_the_server_could_not_serve_more():
+    v = analyze(_saturated(arrived=True), 600, 1190, 60).verdict
+    assert v.mechanism == OVERLOAD and v.cause.signal.key == "arrivals" and not v.cause.signal.inferred, v.headline
+    assert "arrival rate rose" in v.headline
+    # Without the counter the same history gives only the inferred estimate, which a slower engine also moves:
+    # no more work served, so it is not taken for demand (and the verdict says the estimate is inferred).
+    inferred = analyze(_saturated(arrived=False), 600, 1190, 60).verdict
+    assert inferred.shifts["arrivals"].signal.inferred and inferred.mechanism != OVERLOAD, inferred.headline
+
+
+def test_an_event_during_a_measured_surge_is_named_as_contributing():
+    v = analyze(_saturated(arrived=True, failures_at=100), 600, 1190, 60).verdict
+    assert v.mechanism == OVERLOAD, v.headline
+    assert "with PD KV transfer failure contributing" in v.headline.replace("failures", "failure"), v.headline

@@ -231,3 +231,22 @@ def test_a_non_finite_counter_is_skipped_and_flagged():
     eng, (srv,) = make()
     eng.observe(srv, parse(exposition(requests=float("nan")), W))
     assert any("sglang:num_requests_total" in w and "NaN" in w for w in eng.warnings[srv.id])
+
+
+def test_arrivals_count_only_generation_routes_of_sglangs_http_counter():
+    # SGLang's HTTP middleware counts every route as a request arrives: /metrics (this scrape), /health and
+    # GET requests are not arrivals.
+    eng, (srv,) = make()
+
+    def page(generate: int, chat: int, scrapes: int) -> str:
+        return exposition(tpot=[0.03] * 10) + (
+            "# TYPE sglang:http_requests_total counter\n"
+            f'sglang:http_requests_total{{endpoint="/generate",method="POST"}} {generate}\n'
+            f'sglang:http_requests_total{{endpoint="/v1/chat/completions",method="POST"}} {chat}\n'
+            f'sglang:http_requests_total{{endpoint="/metrics",method="GET"}} {scrapes}\n'
+            f'sglang:http_requests_total{{endpoint="/v1/chat/completions",method="GET"}} {scrapes}\n')
+
+    feed(eng, srv, 0, page(10, 5, 100))
+    feed(eng, srv, 30, page(40, 15, 200))
+    # Increases since first seen: 30 on /generate and 10 on chat completions; the GET routes rose by 200.
+    assert eng.store.latest().counters["arrived_total"] == 40
