@@ -357,3 +357,31 @@ def test_the_table_parser_reads_remarks_and_dashes():
     text = ("## The parts and what each may import\n\n| part | job | may import |\n|---|---|---|\n"
             "| `a.py` | x | – |\n| `b/` | y, z | a (its names, all), c |\n\n## Next\n| `d.py` | | e |\n")
     assert documented_layering(text) == {"a": set(), "b": {"a", "c"}}
+
+
+# --- the document's claims cite tests that exist ---------------------------------------------------------
+
+
+def cited_tests(text: str) -> list[tuple[str, str | None]]:
+    """(`tests/...py`, test name or None) for every test the text cites in backticks."""
+    found = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", text)
+    return [(path, name or None) for path, name in found]
+
+
+def test_every_test_the_architecture_doc_cites_exists():
+    text = ARCHITECTURE_MD.read_text(encoding="utf-8")
+    cited = cited_tests(text)
+    assert len(cited) >= 10  # the claims table names one per claim
+    missing = []
+    for path, name in cited:
+        file = MONITOR.parent / path
+        if not file.is_file():
+            missing.append(path)
+        elif name is not None and not re.search(rf"^def {name}\(", file.read_text(encoding="utf-8"), re.M):
+            missing.append(f"{path}::{name}")
+    assert not missing, f"docs/architecture.md cites tests that do not exist: {missing}"
+
+
+def test_the_citation_reader_sees_a_file_and_a_named_test():
+    assert cited_tests("x `tests/a/b.py` and `tests/c.py::test_d`, not tests/e.py") == [
+        ("tests/a/b.py", None), ("tests/c.py", "test_d")]
