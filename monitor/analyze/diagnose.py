@@ -399,8 +399,11 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         moved = [s for s in sh.values() if s.moved and s.signal.side == CONSEQUENCE]
         tail = (f"; only consequences moved ({_join([s.signal.label for s in moved])}): look outside the "
                 "engine (clients, network) or widen the range" if moved and breached else "")
+        # Without a trusted baseline nothing was compared: say so rather than "within its baseline".
+        capacity = ("capacity within its baseline" if baseline_ok else
+                    "no trusted baseline to compare demand and capacity with (pass --baseline)")
         head = (f"{_cap(TITLES[mech])} ({conf} confidence): {breach}; {_demand_clause(sh, False)}; "
-                f"capacity within its baseline{tail}.")
+                f"{capacity}{tail}.")
         return Verdict(mech, conf, head, None, [], sh)
     mech, cause = cands[0]
     conseq = _consequences(sh, cause)

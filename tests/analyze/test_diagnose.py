@@ -118,3 +118,12 @@ def test_an_event_during_a_measured_surge_is_named_as_contributing():
     v = analyze(_saturated(arrived=True, failures_at=100), 600, 1190, 60).verdict
     assert v.mechanism == OVERLOAD, v.headline
     assert "with PD KV transfer failure contributing" in v.headline.replace("failures", "failure"), v.headline
+
+
+def test_without_a_trusted_baseline_the_verdict_does_not_claim_capacity_was_within_it():
+    ds = _engine(None, None)
+    # A requested baseline of two steps is too short to trust: nothing was compared.
+    rep = analyze(ds, 600, 1190, 60, baseline=(100, 120))
+    v = rep.verdict
+    assert v.mechanism in (HEALTHY, UNEXPLAINED) and v.confidence != "high", v.headline
+    assert "within its baseline" not in v.headline and "no trusted baseline" in v.headline, v.headline
