@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from monitor.analyze.model import Dataset, Values
 from monitor.analyze.sli import SliTrack
@@ -111,16 +112,17 @@ class Derive:
                      self.load("num_decode_transfer_queue_reqs", ["decode"])]
         return _add(*cols)
 
-    @property
+    @cached_property
     def arrivals_measured(self) -> bool:
         """SGLang's HTTP request counter (counted as a request arrives, before any inference) covers the
         range at least as well as the inference from finished requests does."""
         measured = sum(v is not None for v in self.get("rate.arrived_total"))
-        return measured > 0 and measured >= 0.9 * sum(v is not None for v in self._inferred_arrivals())
+        return measured > 0 and measured >= 0.9 * sum(v is not None for v in self._inferred_arrivals)
 
     def arrivals(self) -> Values:
-        return self.get("rate.arrived_total") if self.arrivals_measured else self._inferred_arrivals()
+        return self.get("rate.arrived_total") if self.arrivals_measured else self._inferred_arrivals
 
+    @cached_property  # read by the measured check, arrivals and the queue wait
     def _inferred_arrivals(self) -> Values:
         """Finished requests plus the change of those held: a slower engine also grows what it holds for a while."""
         finished = self.get("rate.requests_total")
