@@ -26,13 +26,16 @@ from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.model import Dataset, Values
 from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, Signal, derive
 from monitor.analyze.sli import SliTrack
+from monitor.analyze.steady import bad_shares, steady
 from monitor.analyze.timeparse import iso
 from monitor.analyze.tuning import (
     ANALYSIS_ACCEPT_CHANGE,
     ANALYSIS_ARRIVALS_CHANGE,
     ANALYSIS_CACHE_HIT_DROP,
     ANALYSIS_CONSEQUENCE_CHANGE,
+    ANALYSIS_HBM_RISE,
     ANALYSIS_KV_SHARE_CHANGE,
+    ANALYSIS_POWER_RISE,
     ANALYSIS_PREFILL_CHANGE,
     ANALYSIS_RATE_CHANGE,
     ANALYSIS_SMOOTH_SECONDS,
@@ -54,6 +57,7 @@ RESTART = "restart"
 SERVER_DOWN = "server_down"
 GATEWAY_ERRORS = "gateway_errors"
 UNEXPLAINED = "unexplained"
+STEADY_BREACH = "steady_breach"  # nothing changed: the target does not hold at this load (monitor.analyze.steady)
 
 # What each mechanism is called in the verdict.
 TITLES: dict[str, str] = {
@@ -64,6 +68,7 @@ TITLES: dict[str, str] = {
     KV_TRANSFER_FAILURE: "PD KV transfer failures", KV_TRANSFER_SLOWDOWN: "PD KV transfer slowdown",
     RESTART: "server restart", SERVER_DOWN: "server down", GATEWAY_ERRORS: "gateway errors",
     UNEXPLAINED: "SLO breach without a demand or capacity change",
+    STEADY_BREACH: "no incident: the SLO does not hold at this steady load",
 }
 
 
@@ -85,7 +90,8 @@ RULES: tuple[Rule, ...] = (
     Rule(GATEWAY_ERRORS, (("router_errors", 0.0), ("gateway_failed", 0.0))),
     Rule(ACCELERATOR_OVERHEAT, (("temperature", ANALYSIS_TEMPERATURE_RISE_CELSIUS),), frozenset({"temperature"})),
     Rule(SPEC_ACCEPT_DROP, (("accept_length", ANALYSIS_ACCEPT_CHANGE),)),
-    Rule(KV_CAPACITY, (("retractions", 0.0), ("kv_per_running", ANALYSIS_KV_SHARE_CHANGE))),
+    Rule(KV_CAPACITY, (("retractions", 0.0), ("kv_per_running", ANALYSIS_KV_SHARE_CHANGE), ("hbm", ANALYSIS_HBM_RISE)),
+         frozenset({"hbm"})),
     Rule(OVERLOAD, (("arrivals", ANALYSIS_ARRIVALS_CHANGE), ("prompt_len", ANALYSIS_RATE_CHANGE),
                     ("output_len", ANALYSIS_RATE_CHANGE), ("cache_hit", ANALYSIS_CACHE_HIT_DROP)),
          frozenset({"cache_hit"})),
@@ -301,6 +307,14 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
             t.baseline < ACCEL_TEMPERATURE_CELSIUS <= t.incident and t.incident - t.baseline >= 5:
         # Crossing the throttle temperature counts whatever the rise.
         out["temperature"] = level_shift(signals["temperature"], times, base_idx, focus, half, 5.0, True)
+    t = out.get("temperature")
+    if t is not None and t.moved and "power" in signals:
+        # A chip warms when it works harder, and then its power rises first (the die's heat lags the power it
+        # draws); an overheating one (cooling, fans, ambient) warms first and throttles. A warming that a
+        # power rise led (or came with) is load, not heat.
+        p = level_shift(signals["power"], times, base_idx, focus, half, ANALYSIS_POWER_RISE)
+        if p.moved and p.changed_at is not None and t.changed_at is not None and p.changed_at <= t.changed_at:
+            out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)
     return out
 
 
@@ -327,6 +341,11 @@ def _candidates(sh: dict[str, Shift], tie: float) -> list[tuple[str, Shift]]:
             # request counter) are never dismissed: a saturated server cannot serve more, which is when
             # they matter.
             moved = [s for s in moved if s.signal.key != "arrivals"]
+        itl = sh.get("itl_mean")
+        if rule.mechanism == DECODE_SLOWDOWN and itl is not None and itl.baseline is not None:
+            # ITL is each request's decode speed, measured per token; throughput over the running gauge is
+            # two noisy samples of a swinging batch (a busy server's ratio swings 1.3x on its own).
+            moved = [s for s in moved if s.signal.key != "decode_speed"]
         if moved:
             first = min(moved, key=lambda s: s.changed_at)  # type: ignore[arg-type, return-value]
             found.append((order, rule.mechanism, first))
@@ -393,6 +412,16 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
     cands = _candidates(sh, tie=(half + 1) * ds.step)
     breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
+    if not cands and breached and baseline_ok:
+        held = steady(bad_shares(tracks, breached, base_idx, focus),
+                      sh["queued"].baseline if "queued" in sh else None)
+        if held is not None:
+            # Low: a weak incident (a slowdown of 1.3x on a busy server) can hide in the same noise.
+            conf = "low"
+            head = (f"{_cap(TITLES[STEADY_BREACH])} ({conf} confidence): {breach}, but nothing in demand or capacity "
+                    f"changed ({_demand_clause(sh, False)}; capacity within its baseline); {held.describe()}. "
+                    "A capacity-planning finding (add capacity or revisit the target), not an incident.")
+            return Verdict(STEADY_BREACH, conf, head, None, [], sh)
     if not cands:
         mech = UNEXPLAINED if breached else HEALTHY
         conf = "low" if breached else ("high" if baseline_ok else "medium")
@@ -425,27 +454,35 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
             and s.baseline is not None and s.incident > s.baseline]
     if rose:
         head += f"; {_join(rose)} rose as a consequence (Little's law: running = arrivals × duration)"
-    other = _contributing(mech, cands)
+    other = _contributing(mech, cands, tie)
     if other is not None:
         head += f"; with {TITLES[other[0]]} contributing ({other[1].describe()}{_when(other[1].changed_at)})"
     head += f"; {breach}."
     return Verdict(mech, conf, head, cause, cands, sh)
 
 
-def _contributing(mech: str, cands: list[tuple[str, Shift]]) -> tuple[str, Shift] | None:
+def _contributing(mech: str, cands: list[tuple[str, Shift]], tie: float) -> tuple[str, Shift] | None:
     """A second mechanism that moved on its own, not as a consequence of the first: more demand measured
     (arrivals read from SGLang's request counter, longer prompts or outputs) under another cause, or an event
-    (failures, a restart) under another cause. Engine-side slowdowns are not named as contributing: they
-    follow from overheating, a lost KV cache, a spec-accept drop or a longer queue as often as they happen
-    on their own. Under a restart or an outage nothing is: counters and queues restart with the server."""
+    (failures, a restart) under another cause. An engine-side slowdown under an overload only when it came
+    as a step of its own, later than the demand by more than the smoothing blurs and at least twice its
+    threshold: a grown batch slows each request from the moment demand rises and by less than that (1.5x
+    at most in the lab's overloads). Otherwise engine slowdowns are not named: they follow from overheating,
+    a lost KV cache, a spec-accept drop or a longer queue as often as they happen on their own. Under a
+    restart or an outage nothing is: counters and queues restart with the server."""
     if mech in (RESTART, SERVER_DOWN):
         return None
+    lead = cands[0][1] if cands else None
     for other, shift in cands[1:]:
         if other == mech:
             continue
         if other == OVERLOAD and shift.signal.side == DEMAND and not shift.signal.inferred:
             return other, shift
         if other != OVERLOAD and shift.signal.side == EVENT:
+            return other, shift
+        if mech == OVERLOAD and other in LOAD_LIKE and lead is not None and lead.changed_at is not None \
+                and shift.changed_at is not None and shift.changed_at > lead.changed_at + tie \
+                and _strength(shift) >= 2.0:
             return other, shift
     return None
 

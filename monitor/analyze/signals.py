@@ -27,7 +27,8 @@ from monitor.conventions.names import (
     STAGE_PREFILL_FORWARD,
     STAGE_PREFILL_TRANSFER,
 )
-from monitor.conventions.slis import REQUEST_ROLES
+from monitor.conventions.slis import ADMISSION_ROLES, QUEUE_TIME_SLI, REQUEST_ROLES
+from monitor.slo.histogram import delta, mean
 
 DEMAND = "demand"
 CAPACITY = "capacity"
@@ -86,6 +87,7 @@ class Derive:
         # The servers that answer requests (mixed or PD decode); a router's merge reads as `all`.
         self.answering = [r for r in REQUEST_ROLES if r in roles] or [r for r in ("all",) if r in roles]
         self.pd = "decode" in roles and "prefill" in roles
+        self._hist_means: dict[str, Values | None] = {}
 
     def get(self, key: str) -> Values:
         s = self.ds.series.get(key)
@@ -158,8 +160,23 @@ class Derive:
         return self.load("gen_throughput"), self.load("num_running_reqs")
 
     def sli_mean(self, sli: str) -> Values:
+        """Mean latency of the events of each step: the SLI's track, or its histogram where the SLI has no
+        target here (ITL is recorded whether or not anyone set a target for it)."""
         tr = self.tracks.get(sli)
-        return tr.mean_step if tr is not None and tr.spec.latency else self.none
+        if tr is not None:
+            return tr.mean_step if tr.spec.latency else self.none
+        return self.hist_mean(sli) or self.none
+
+    def hist_mean(self, key: str) -> Values | None:
+        """Per step, the mean of the histogram's events in that step (None: the dataset has no such histogram)."""
+        if key not in self._hist_means:
+            hs = self.ds.hists.get(key)
+            means: Values | None = None
+            if hs and any(h is not None for h in hs):
+                means = (None, *(mean(delta(h, prev)) if h is not None and prev is not None else None
+                                 for prev, h in zip(hs, hs[1:])))
+            self._hist_means[key] = means
+        return self._hist_means[key]
 
     def queue_wait(self, roles: Sequence[str]) -> Values:
         """Mean wait before the first forward: SGLang's queue_time histogram where it was read, else by
@@ -167,6 +184,12 @@ class Derive:
         measured = [self.get(f"queue_time.{r}") for r in roles if self.has(f"queue_time.{r}")]
         if measured:
             return tuple(max((v for v in vals if v is not None), default=None) for vals in zip(*measured))
+        merged = self.hist_mean(QUEUE_TIME_SLI) if set(roles) <= set(ADMISSION_ROLES) else None
+        if merged is not None:
+            # A recording keeps the deployment's queue_time histogram merged over the roles that record it
+            # (a mixed server, or the PD prefill server where requests are admitted): the measured wait.
+            # Little's law on the queue gauge lags and overshoots while the queue swings.
+            return merged
         return _ratio(self.load("num_queue_reqs", roles), self.arrivals(), 1e-6)
 
     def stage(self, role: str, stage: str, gauge: str | None = None) -> Column:
@@ -178,11 +201,24 @@ class Derive:
             return self.none
         return self.load(gauge, [role]), self.arrivals()
 
+    def _values(self, col: Column, min_den: float = MIN_ARRIVALS) -> Values:
+        return _ratio(*col, min_den) if col and isinstance(col[0], tuple) else col  # type: ignore[arg-type, misc]
+
     def prefill_time(self) -> Column:
-        """Prefill compute per request: the prefill_forward stage where read; in PD by Little's law on the
-        prefill server's running requests; on a mixed server TTFT minus the queue wait."""
+        """Prefill compute per request: the prefill_forward stage where read; on a mixed server TTFT minus the
+        queue wait; in PD TTFT minus the other stages of its path (the measured prefill queue wait, the
+        bootstrap, KV transfer and decode wait by Little's law: small next to the prefill), else Little's law
+        on the prefill server's running requests (one or two requests at a light load: too few to average)."""
         if self.pd:
-            return self.stage("prefill", STAGE_PREFILL_FORWARD, "num_running_reqs")
+            if self.has(f"stage.prefill.{STAGE_PREFILL_FORWARD}") or not any(v is not None for v in self.sli_mean("ttft")):
+                return self.stage("prefill", STAGE_PREFILL_FORWARD, "num_running_reqs")
+            others = [self.queue_wait(["prefill"]),
+                      self._values(self.stage("prefill", STAGE_PREFILL_BOOTSTRAP, "num_prefill_bootstrap_queue_reqs")),
+                      self._values(self.stage("prefill", STAGE_PREFILL_TRANSFER, "num_prefill_inflight_queue_reqs")),
+                      self._values(self.stage("decode", STAGE_DECODE_WAITING, None)
+                                   if self.has(f"stage.decode.{STAGE_DECODE_WAITING}") else self.queue_wait(["decode"]))]
+            return tuple(None if a is None else max(a - sum(o for o in rest if o is not None), 0.0)
+                         for a, *rest in zip(self.sli_mean("ttft"), *others))
         for role in self.answering:
             if self.has(f"stage.{role}.{STAGE_PREFILL_FORWARD}"):
                 return self.get(f"stage.{role}.{STAGE_PREFILL_FORWARD}")

@@ -36,9 +36,9 @@ def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.ti
     t1, t2 = parse_time(args.from_, t_now), parse_time(args.to, t_now)
     if t2 <= t1:
         raise ValueError(f"--to ({args.to}) must be after --from ({args.from_})")
-    window = _seconds(args.window)
-    step = _seconds(args.step) if args.step else None
     span = t2 - t1
+    window = _seconds(args.window) if args.window else auto_window(span)
+    step = _seconds(args.step) if args.step else None
     start = t1 - span - window
     baseline = None
     if getattr(args, "baseline", None):
@@ -72,7 +72,18 @@ def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.ti
         except RecordingError as err:
             raise ValueError(str(err)) from None
     progress(f"analysing {len(ds.times)} steps of {ds.step:g} s, {len(ds.series)} series ...")
-    return analyze(ds, t1, t2, window, args.sli or None, baseline)
+    report = analyze(ds, t1, t2, window, args.sli or None, baseline)
+    if not args.window:
+        report.notes.append(f"SLI window {window:g} s, chosen from the {span:g} s range (a fifth of it, 1 to 5 "
+                            "minutes): pass --window to choose another")
+    return report
+
+
+def auto_window(span: float) -> float:
+    """The SLI short window when none is given: a fifth of the range in whole minutes, 1 to 5 minutes. The
+    page alert's 5m suits an hour; on a ten-minute recording it would take the baseline's first five minutes
+    as warm-up and leave nothing to compare with."""
+    return float(min(300, max(60, 60 * int(span / 5 // 60))))
 
 
 def _handler(args: argparse.Namespace) -> int:
@@ -108,7 +119,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", metavar="T1..T2",
                    help="healthy period to compare with (default: as long as the range, right before --from; "
                         "parts without data or traffic are left out and said)")
-    p.add_argument("--window", default="5m", help="SLI short window for the breach timeline (default 5m)")
+    p.add_argument("--window", help="SLI short window for the breach timeline (default: a fifth of the range, "
+                                    "1m to 5m: 5m from a 25-minute range up)")
     p.add_argument("--step", help="analysis step (default: span/300 rounded, at least the scrape interval)")
     p.add_argument("--sli", action="append", choices=[*SLIS, GOODPUT_SLI], help="analyse only this SLI (repeatable)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus query (default 30)")

@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--config", required=True, help="sidecar config (YAML/JSON)")
     p.add_argument("--base-port", type=int, default=31000, help="control port; servers follow (default 31000)")
     p.add_argument("--incident", action="append", default=[], metavar="SPEC",
-                   help="DEPLOYMENT[/ROLE]:KIND[:FACTOR][@START+DURATION], e.g. kimi:tpot_regression:2@+5m")
+                   help="DEPLOYMENT[/ROLE]:KIND[:FACTOR][@START+DURATION][~RAMP], e.g. kimi:tpot_regression:2@+5m "
+                        "(~2m: ramp in over 2 minutes instead of a step; npu_overheat heats and cools on its own)")
     p.add_argument("--request-log", metavar="DIR", help="write SGLang-format per-request metrics files here")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--speed", type=float, default=1.0, help="emulated seconds per real second (0: frozen)")

@@ -50,6 +50,7 @@ _LATENCY_EDGES = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 
 _TOKEN_EDGES = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
                 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
 _ITL_FLAG = "--bucket-inter-token-latency"  # sets TPOT's buckets too
+QUEUE_TIME_SLI: Final = "queue_time"  # recorded like an SLI; the analysis reads it as the queue wait
 SLI_RECORDS: Final = (
     SLI("ttft", "sglang:time_to_first_token_seconds", _LATENCY_EDGES, "--bucket-time-to-first-token",
         "TTFT", "time to first token", "requests", request_log=True),
@@ -62,7 +63,7 @@ SLI_RECORDS: Final = (
         "E2E latency", "end-to-end request latency", "requests", prefill_records=True, request_log=True),
     # One sample per request, the wait from the scheduler's waiting queue to its first forward
     # (req_time_stats.set_forward_entry_time); recorded by every role, counted where the request is admitted.
-    SLI("queue_time", "sglang:queue_time_seconds",
+    SLI(QUEUE_TIME_SLI, "sglang:queue_time_seconds",
         (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
          60.0, 70.0, 80.0, 90.0, 100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0, 1200.0,
          1400.0, 1600.0, 1800.0, 2000.0, 2500.0, 3000.0),

@@ -39,12 +39,13 @@ class IncidentBody(_Body):
     duration_seconds: StrictFloat | None = Field(None, ge=0, le=MAX_INCIDENT_SECONDS, allow_inf_nan=False)
     start_in_seconds: StrictFloat = Field(0.0, ge=0, le=MAX_INCIDENT_SECONDS, allow_inf_nan=False)
     role: Literal["server", "prefill", "decode"] | None = None
+    ramp_seconds: StrictFloat = Field(0.0, ge=0, le=MAX_INCIDENT_SECONDS, allow_inf_nan=False)
 
     def incident(self, now: float) -> Incident:
         """The incident, starting `start_in_seconds` after `now`; Incident itself checks kind vs factor."""
         factor = DEFAULT_FACTOR.get(self.kind, 1.0) if self.factor is None else self.factor
         return Incident(self.deployment, self.kind, factor, now + self.start_in_seconds, self.duration_seconds,
-                        self.role)
+                        self.role, ramp=self.ramp_seconds)
 
 
 class ClearBody(_Body):

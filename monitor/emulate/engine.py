@@ -110,10 +110,9 @@ class EmulatedDeployment:
         self.incidents.append(inc)
         if inc.kind == "restart":
             self.schedule(max(inc.start, self.now), self._restart, inc)
-        # Rates change when it starts and when it ends; arrivals may start (queue_buildup).
-        for t in (inc.start, inc.end):
-            if t is not None:
-                self.schedule(max(t, self.now), self._effects_changed, None)
+        # Rates change when it starts and when it ends (and along a ramp); arrivals may start (queue_buildup).
+        for t in inc.change_points():
+            self.schedule(max(t, self.now), self._effects_changed, None)
 
     def clear_incidents(self) -> None:
         self.incidents.clear()

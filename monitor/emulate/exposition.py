@@ -230,13 +230,13 @@ def npu_chip_values(dep: EmulatedDeployment, chip: int) -> dict[str, float]:
     eff = dep.effects("decode" if any(s.spec.role == "decode" for s in dep.servers) else "server")
     load = decode_load(dep)
     wobble = ((chip * 7919) % 13) / 13.0  # fixed per-chip spread, not random, so scrapes are stable
-    temp = eff.chip_temperature(44.0 + 12.0 * load + 3.0 * wobble, wobble)
+    temp = eff.chip_temperature(44.0 + 12.0 * load + 3.0 * wobble)
     # mem-fraction-static 0.9 reserves most of it up front
     hbm = eff.hbm_used(HBM_TOTAL_MB * (0.90 + 0.02 * load), HBM_TOTAL_MB)
     return {
         "npu_chip_info_health_status": 1.0,
         "npu_chip_info_temperature": round(temp),
-        "npu_chip_info_power": round(180.0 + 220.0 * load + 10.0 * wobble, 1),
+        "npu_chip_info_power": round(eff.chip_power(180.0 + 10.0 * wobble, 220.0 * load), 1),
         "npu_chip_info_utilization": round(min(100.0, 15.0 + 80.0 * load)),
         "npu_chip_info_hbm_total_memory": HBM_TOTAL_MB,
         "npu_chip_info_hbm_used_memory": round(hbm),

@@ -1,8 +1,14 @@
 """Incidents: what can go wrong with an emulated deployment, and how each one moves the model.
 
-CLI spec: `DEPLOYMENT:KIND[:FACTOR][@START+DURATION]`, START and DURATION in seconds of emulated time
-or as `30s`/`5m`/`1h` (`@+5m` starts now for 5 minutes, `@2m` starts at 2 minutes and lasts until
-cleared). Times are emulated seconds since the emulator started.
+CLI spec: `DEPLOYMENT:KIND[:FACTOR][@START+DURATION][~RAMP]`, START, DURATION and RAMP in seconds of
+emulated time or as `30s`/`5m`/`1h` (`@+5m` starts now for 5 minutes, `@2m` starts at 2 minutes and lasts
+until cleared, `~2m` ramps in linearly over 2 minutes instead of stepping). Times are emulated seconds since
+the emulator started.
+
+Overheating is thermal whatever the ramp: the chip heats towards HEAT_PER_SLOWDOWN degrees per unit of
+slowdown above its normal temperature with a THERMAL_TAU time constant, throttles (decode slows) in
+proportion to how hot it has got, and cools the same way after the incident ends. A full HBM leaves
+`factor` of the KV pool: token usage is measured against what is left, HBM use rises by what was lost.
 
 `effects()` sums up the incidents active on one role at one time; `Effects` says what that does to the
 engine: decode step times and the accepted speculative length (a request's decode rate), prefill time,
@@ -13,6 +19,7 @@ fail, the chip's temperature and HBM, and whether the server answers at all.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -25,7 +32,7 @@ KINDS: tuple[str, ...] = (
     "queue_buildup",  # arrivals x `factor`: queue grows, TTFT and TPOT rise
     "restart",  # counters reset (fresh registry, new pid); down for `duration` if given
     "down",  # listener closed: the port refuses connections until it ends
-    "npu_overheat",  # chip temperature up, decode slower by `factor`
+    "npu_overheat",  # chip heats (HEAT_PER_SLOWDOWN per unit of `factor`) and throttles: decode up to `factor` slower
     "hbm_full",  # HBM use and token_usage near 100 %: `factor` (0..1) of the KV slots is left; the excess retracted
     "metrics_disabled",  # /metrics answers 404 (server launched without --enable-metrics)
     "kv_transfer_failure",  # PD: this share (`factor`, 0..1) of KV transfers fails; the request aborts
@@ -35,6 +42,14 @@ DEFAULT_FACTOR: dict[str, float] = {
     "tpot_regression": 2.0, "ttft_spike": 4.0, "queue_buildup": 3.0, "npu_overheat": 1.5,
     "kv_transfer_failure": 0.5, "hbm_full": 0.7, "spec_accept_drop": 2.0,
 }
+# Overheating: degrees Celsius above the chip's normal temperature per unit of slowdown (x1.5 -> +20 degC), and
+# the time constant the chip heats and cools with (a first-order thermal response, not a step).
+HEAT_PER_SLOWDOWN = 40.0
+THERMAL_TAU = 40.0
+# Share of a chip's HBM that the KV pool takes (mem-fraction-static less weights and activations): HBM use
+# rises by this much of the total for all of the KV pool lost.
+KV_POOL_HBM_SHARE = 0.6
+RAMP_STEP = 5.0  # while an incident ramps (or a chip heats or cools), rates are recomputed this often
 _ids = itertools.count(1)
 
 
@@ -47,6 +62,7 @@ class Incident:
     duration: float | None = None  # None: until cleared
     role: str | None = None  # server | prefill | decode; None: every server of the deployment
     id: int = 0
+    ramp: float = 0.0  # seconds to reach full strength from the start (0: a step)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -63,6 +79,8 @@ class Incident:
             raise ValueError("incident factor must be > 0")
         if self.duration is not None and self.duration < 0:
             raise ValueError("incident duration must be >= 0")
+        if self.ramp < 0:
+            raise ValueError("incident ramp must be >= 0")
         if not self.id:
             self.id = next(_ids)
 
@@ -72,6 +90,39 @@ class Incident:
 
     def active(self, now: float) -> bool:
         return self.start <= now and (self.end is None or now < self.end)
+
+    def strength(self, now: float) -> float:
+        """How much of the incident is in effect (0..1): the linear ramp, or for overheating how hot the chip
+        has got (heating while active, cooling after)."""
+        if now < self.start:
+            return 0.0
+        if self.kind == "npu_overheat":
+            hot = 1.0 - math.exp(-(min(now, self.end if self.end is not None else now) - self.start) / THERMAL_TAU)
+            return hot * (math.exp(-(now - self.end) / THERMAL_TAU) if self.end is not None and now > self.end else 1.0)
+        if not self.active(now):
+            return 0.0
+        return min(1.0, (now - self.start) / self.ramp) if self.ramp > 0 else 1.0
+
+    def in_effect(self, now: float) -> bool:
+        """Active, or (a chip) still cooling down: effects() counts it."""
+        if self.kind == "npu_overheat" and self.end is not None and now >= self.end:
+            return now - self.end < 5 * THERMAL_TAU
+        return self.active(now)
+
+    def change_points(self) -> list[float]:
+        """Emulated times its effects change at: start and end, and every RAMP_STEP while ramping or
+        heating and cooling."""
+        points = [self.start] + ([self.end] if self.end is not None else [])
+        if self.kind == "npu_overheat":
+            spans = [(self.start, self.end if self.end is not None else self.start + 5 * THERMAL_TAU)]
+            if self.end is not None:
+                spans.append((self.end, self.end + 5 * THERMAL_TAU))
+        else:
+            spans = [(self.start, self.start + min(self.ramp, self.duration if self.duration is not None
+                                                   else self.ramp))] if self.ramp > 0 else []
+        for a, b in spans:
+            points += [a + RAMP_STEP * k for k in range(1, int((b - a) / RAMP_STEP) + 1)]
+        return sorted(set(points))
 
     def applies_to(self, role: str) -> bool:
         return self.role is None or self.role == role
@@ -90,10 +141,11 @@ def _seconds(text: str) -> float:
 
 def parse_spec(spec: str, now: float = 0.0) -> Incident:
     """`kimi-pd:tpot_regression:2.5@+10m` -> Incident starting at `now` for 600 s."""
+    spec, tilde, ramp = spec.partition("~")
     body, _, when = spec.partition("@")
     parts = body.split(":")
     if len(parts) < 2 or not parts[0] or not parts[1]:
-        raise ValueError(f"incident {spec!r}: expected DEPLOYMENT:KIND[:FACTOR][@START+DURATION]")
+        raise ValueError(f"incident {spec!r}: expected DEPLOYMENT:KIND[:FACTOR][@START+DURATION][~RAMP]")
     deployment, kind = parts[0], parts[1]
     role = None
     if "/" in deployment:  # deployment/role targets one role of a PD deployment
@@ -104,7 +156,7 @@ def parse_spec(spec: str, now: float = 0.0) -> Incident:
         first, plus, rest = when.partition("+")
         start = now + _seconds(first) if first else now
         duration = _seconds(rest) if plus else None
-    return Incident(deployment, kind, factor, start, duration, role)
+    return Incident(deployment, kind, factor, start, duration, role, ramp=_seconds(ramp) if tilde else 0.0)
 
 
 @dataclass(frozen=True)
@@ -118,6 +170,8 @@ class Effects:
     kv_share: float = 1.0  # share of the KV slots left (hbm_full)
     accept_drop: float = 1.0  # speculative accept length divided by this
     overheat: bool = False
+    heat: float = 0.0  # degrees Celsius an overheating chip runs above its normal temperature
+    throttle: float = 1.0  # how much slower an overheating chip runs (part of `tpot`): it draws less power
     down: bool = False
     metrics_disabled: bool = False
     transfer_failure: float = 0.0  # probability that a KV transfer fails
@@ -141,8 +195,9 @@ class Effects:
         return max(1, int(capacity * self.kv_share)) if self.hbm_full else capacity
 
     def token_usage(self, usage: float) -> float:
-        """The KV pool's usage as the scheduler reports it: near 100 % while HBM is full."""
-        return max(usage, 0.97) if self.hbm_full else usage
+        """The KV pool's usage as the scheduler reports it, `usage` being the share of the whole pool held:
+        against what is left of it while HBM is full."""
+        return min(usage / self.kv_share, 1.0) if self.hbm_full else usage
 
     def arrival_rate(self, base: float, nominal: float) -> float:
         """Synthetic arrivals per second; `queue_buildup` adds other clients even with synthetic load off."""
@@ -153,46 +208,60 @@ class Effects:
         fail = self.transfer_failure
         return bool(fail) and rng.random() < fail
 
-    def chip_temperature(self, normal: float, wobble: float) -> float:
-        """An overheating chip runs at about 96 degC whatever its load."""
-        return 96.0 + 3.0 * wobble if self.overheat else normal
+    def chip_temperature(self, normal: float) -> float:
+        """The chip's temperature: its normal one (load and spread) plus what overheating adds."""
+        return normal + self.heat
+
+    def chip_power(self, idle: float, dynamic: float) -> float:
+        """Watts: a throttled chip runs its clocks slower and draws less for the same work."""
+        return idle + dynamic / self.throttle
 
     def hbm_used(self, normal: float, total: float) -> float:
-        """HBM in use (MB): all of it while HBM is full."""
-        return total * 0.995 if self.hbm_full else normal
+        """HBM in use (MB): what the KV pool lost is held by something else (never more than the chip has)."""
+        if not self.hbm_full:
+            return normal
+        return min(normal + (1.0 - self.kv_share) * KV_POOL_HBM_SHARE * total, total * 0.995)
+
+
+def _toward(factor: float, strength: float) -> float:
+    """A multiplier `strength` of the way from 1 to `factor`."""
+    return 1.0 + (factor - 1.0) * strength
 
 
 def effects(incidents: list[Incident], role: str, now: float) -> Effects:
-    tpot = ttft = arrivals = kv_share = accept_drop = 1.0
+    tpot = ttft = arrivals = kv_share = accept_drop = throttle = 1.0
     transfer_ok = 1.0
+    heat = 0.0
     flags = {"hbm_full": False, "overheat": False, "down": False, "metrics_disabled": False}
     for inc in incidents:
         # Arrivals come from the clients in front of the whole deployment, whatever the role.
-        if not inc.active(now) or (inc.kind != "queue_buildup" and not inc.applies_to(role)):
+        if not inc.in_effect(now) or (inc.kind != "queue_buildup" and not inc.applies_to(role)):
             continue
+        k = inc.strength(now)
         if inc.kind == "tpot_regression":
-            tpot *= inc.factor
+            tpot *= _toward(inc.factor, k)
         elif inc.kind == "npu_overheat":
-            tpot *= inc.factor
-            flags["overheat"] = True
+            throttle *= _toward(inc.factor, k)
+            heat += HEAT_PER_SLOWDOWN * max(inc.factor - 1.0, 0.0) * k
+            flags["overheat"] = flags["overheat"] or inc.active(now)
         elif inc.kind == "ttft_spike":
-            ttft *= inc.factor
+            ttft *= _toward(inc.factor, k)
         elif inc.kind == "queue_buildup":
-            arrivals *= inc.factor
+            arrivals *= _toward(inc.factor, k)
         elif inc.kind == "hbm_full":
             flags["hbm_full"] = True
-            kv_share = min(kv_share, inc.factor)
+            kv_share = min(kv_share, _toward(inc.factor, k))
         elif inc.kind == "spec_accept_drop":
-            accept_drop *= inc.factor
+            accept_drop *= _toward(inc.factor, k)
         elif inc.kind in ("down", "restart"):
             # A restart with a duration is down while it restarts; a bare restart is instant.
             flags["down"] = flags["down"] or inc.kind == "down" or bool(inc.duration)
         elif inc.kind == "metrics_disabled":
             flags["metrics_disabled"] = True
         elif inc.kind == "kv_transfer_failure":
-            transfer_ok *= 1.0 - inc.factor
-    return Effects(tpot, ttft, arrivals, kv_share=kv_share, accept_drop=accept_drop, **flags,
-                   transfer_failure=1.0 - transfer_ok)
+            transfer_ok *= 1.0 - inc.factor * k
+    return Effects(tpot * throttle, ttft, arrivals, kv_share=kv_share, accept_drop=accept_drop, **flags,
+                   heat=heat, throttle=throttle, transfer_failure=1.0 - transfer_ok)
 
 
 def restarting(incidents: list[Incident], role: str, now: float) -> bool:

@@ -87,8 +87,9 @@ class KVCache:
         held += sum(r.shape.prompt_tokens for r in rank.transfer) + sum(r.shape.prompt_tokens for r in rank.inflight)
         total = rank.max_total_tokens
         usage = eff.token_usage(min(held / total, 1.0))
-        used = usage * total if eff.hbm_full else held
-        evictable = min(total - used, total * 0.1 * (1 if self.dep.model.prefix_hit else 0.2))
+        pool = total * eff.kv_share if eff.hbm_full else total  # what a full HBM leaves of the KV pool
+        used = min(held, pool)
+        evictable = max(min(pool - used, pool * 0.1 * (1 if self.dep.model.prefix_hit else 0.2)), 0.0)
         return KVUsage(seq, usage, used, evictable, total)
 
 

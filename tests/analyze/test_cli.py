@@ -33,3 +33,21 @@ def test_cli_writes_the_reports_and_shows_progress(overheat_run, capsys, tmp_pat
     assert cap.out.startswith("Accelerator overheating (") and "accelerator temperature (hottest chip) rose" in cap.out
     assert {p.name for p in out.iterdir()} == {"report.md", "report.html", "report.json", "plots"}
     assert (out / "plots" / "tpot-movers.png").stat().st_size > 10_000
+
+
+def test_the_window_defaults_to_a_fifth_of_the_range_from_one_to_five_minutes():
+    from monitor.commands.analyze import auto_window
+
+    assert [auto_window(s) for s in (120, 600, 660, 1500, 3600, 86400)] == [60, 120, 120, 300, 300, 300]
+
+
+def test_without_window_the_report_says_which_window_it_chose(overheat_run, capsys, tmp_path):
+    import json
+
+    out = tmp_path / "report"
+    rc = main(["analyze", "-d", "llama", "--from", str(EPOCH + T1), "--to", str(EPOCH + T2),
+               "--recording", str(overheat_run.recording), "-o", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["window_seconds"] == 120  # a 660 s range: 5m would eat the baseline as warm-up
+    assert any("SLI window 120 s, chosen from the 660 s range" in n for n in rep["notes"]), rep["notes"]

@@ -48,6 +48,7 @@ def control(cases: list[tuple[str, str]]) -> list[tuple[int, dict]]:
     ('{"deployment": "mixed", "kind": "down", "duration_seconds": NaN}', "duration_seconds"),
     ('{"deployment": "mixed", "kind": "down", "duration_seconds": -5}', "duration_seconds"),
     ('{"deployment": "mixed", "kind": "down", "start_in_seconds": NaN}', "start_in_seconds"),
+    ('{"deployment": "mixed", "kind": "tpot_regression", "ramp_seconds": -30}', "ramp_seconds"),
     ('{"deployment": ["mixed"], "kind": "down"}', "deployment"),
     ('{"deployment": {"a": 1}, "kind": "down"}', "deployment"),
     ('{"deployment": "mixed", "kind": "melt"}', "kind"),
@@ -86,10 +87,12 @@ def test_valid_requests_still_work_and_an_absent_factor_takes_the_kinds_default(
         ("/control/incident", '{"deployment": "mixed", "kind": "tpot_regression", "factor": 3, "duration_seconds": 60}'),
         ("/control/incident", '{"deployment": "nope", "kind": "down"}'),
         ("/control/advance", '{"seconds": 30}'),
+        ("/control/incident", '{"deployment": "mixed", "kind": "queue_buildup", "ramp_seconds": 120}'),
         ("/control/clear", ''),
     ])
-    assert [s for s, _ in results] == [201, 201, 404, 200, 200]
+    assert [s for s, _ in results] == [201, 201, 404, 200, 201, 200]
     assert results[0][1]["incident"]["factor"] == 2.0 and results[1][1]["incident"]["factor"] == 3.0
+    assert results[4][1]["incident"]["ramp"] == 120.0
     assert results[3][1]["deployments"]["mixed"]["now"] == pytest.approx(30.0)
 
 

@@ -5,7 +5,9 @@ incident effects and exposition state) must keep every random draw in the same o
 where it was. This drives both test deployments through synthetic load, real requests (a closed loop,
 a client that hangs up, a lone PD half that times out, a --fake-prefill decode half, a refused one) and
 every incident kind, and hashes what /metrics renders at checkpoints along the way, the NPU exporter's
-page, the control state and the request log. The digests were recorded on the engine before the split.
+page, the control state and the request log. The digests were recorded on the engine before the split, and
+recorded again when issue #23 made overheating thermal (a chip heats and cools with the magnitude) and a
+full HBM shrink the KV pool by the share lost: an intended change of behaviour, not a refactor.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ CHECKPOINTS = (2.0, 60.0, 130.0, 150.0, 205.0, 215.0, 290.0, 341.0, 348.5, 360.0
 
 # sha256 of (the /metrics pages at every checkpoint, NPU pages, state) and of the request log.
 DIGESTS = {
-    "mixed": ("d29abb016d9e7582acd7872fcc0459b61151c9d8c780b7fe6d6957d0449c04fc",
-              "dd6c79d28a639fcf543217d982639317fe5cd70ca8d5057ce17094dce60d4ffa"),
-    "pd": ("4e54f651505ffcb6d45c6df88b79bd4ef77639600fc3d6031e628b4e5e8966d0",
-           "934e428d2bfbee620957b2dcc6de9046dc8b39a054e3f4ddd4ad5ad346f49932"),
+    "mixed": ("f07433ed9a27a6b6ad9bc605c939e75d3ca5e87283cca066ccbd0fbab11d4bf3",
+              "b09f77e410d6d533fd719cde52dfffd458103068c082e573a49eb3338e5c9ca9"),
+    "pd": ("c99ca84d1f1055b1960817dc46b8650a06b6d8957b670d8b0af0bb539b6dbaf7",
+           "eed85e892c42b995cf43dcee18b5338a2d7128c844acee86439327fbb91312b1"),
 }
 
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from monitor.analyze import diagnose as m
 from monitor.analyze.report import Report
+from monitor.emulate.incidents import HEAT_PER_SLOWDOWN
 from tools.incident_lab.confusion import DOC, consequence_as_cause, report
 from tools.incident_lab.doc_markers import read_between, write_between
 from tools.incident_lab.lockstep import run_lab
@@ -67,24 +68,27 @@ LOAD_SHARE: Final[dict[str, float]] = {"light": 0.3, "mid": 0.6, "busy": 0.9}
 MAGNITUDES: Final = ("weak", "medium", "strong")
 PAIR_LAG: Final = 60.0  # the second incident of a pair starts this long after the leading one
 NONE: Final = "none"  # the magnitude of a healthy control
+NO_INCIDENT: Final = frozenset({m.HEALTHY, m.STEADY_BREACH})  # verdicts that say nothing happened
 PAIR: Final = "pair"  # the magnitude of a pair (both at the single kinds' medium)
 
 
 @dataclass(frozen=True)
 class Inject:
-    """One incident: `[/role]:KIND[:FACTOR]@START+DURATION` after the deployment's name."""
+    """One incident: `[/role]:KIND[:FACTOR]@START+DURATION[~RAMP]` after the deployment's name."""
 
     kind: str
     factor: float | None = None
     role: str = ""
     start: float = INCIDENT_AT
     duration: float = DURATION
+    ramp: float = 0.0  # seconds to full strength (0: a step)
 
     def spec(self, deployment: str) -> str:
         role = f"/{self.role}" if self.role else ""
         factor = f":{self.factor:g}" if self.factor is not None else ""
         duration = f"+{self.duration:g}" if self.duration else ""
-        return f"{deployment}{role}:{self.kind}{factor}@{self.start:g}{duration}"
+        ramp = f"~{self.ramp:g}" if self.ramp else ""
+        return f"{deployment}{role}:{self.kind}{factor}@{self.start:g}{duration}{ramp}"
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,8 @@ class Cell:
 
 
 def _single(scenario: str, kind: str, expect: str, template: str, scales: Sequence[tuple[float, str]], *,
-            role: str = "", also: tuple[str, ...] = ()) -> list[Cell]:
-    return [Cell(scenario, mag, label, template, (Inject(kind, f, role),), (expect,), also)
+            role: str = "", also: tuple[str, ...] = (), ramp: float = 0.0) -> list[Cell]:
+    return [Cell(scenario, mag, label, template, (Inject(kind, f, role, ramp=ramp),), (expect,), also)
             for mag, (f, label) in zip(MAGNITUDES, scales)]
 
 
@@ -119,14 +123,15 @@ def _x(*factors: float) -> list[tuple[float, str]]:
     return [(f, f"x{f:g}") for f in factors]
 
 
-# The emulator's knobs (monitor/emulate/incidents.py). Magnitudes are each kind's own scale; where the emulator
-# cannot express the issue's scale the closest knob is used and the label says what it is:
-# - npu_overheat: FACTOR is how much slower decode gets; the chip is pinned at 96 °C (+3 °C spread) whatever
-#   the factor, so "+8/+20/+35 °C" cannot be injected: the grid varies the slowdown, the heat is one step.
-# - hbm_full: FACTOR is the share of KV slots left; token usage is pinned at >= 0.97 whatever the share.
+# The emulator's knobs (monitor/emulate/incidents.py). Magnitudes are each kind's own scale:
+# - npu_overheat: FACTOR is the throttle at full heat; the chip heats by HEAT_PER_SLOWDOWN degC per unit of it
+#   (x1.2 / x1.5 / x1.9: +8 / +20 / +36 degC) with a THERMAL_TAU time constant, and cools the same way after.
+# - hbm_full: FACTOR is the share of KV slots left; token usage is read against what is left, HBM use rises by
+#   what was lost.
 # - restart: the duration is how long the server is down while it restarts (0: an instant restart).
 CELLS: Final[tuple[Cell, ...]] = (
-    Cell("healthy", NONE, "—", "llama", (), (m.HEALTHY,)),
+    # Busy but healthy: "the SLO does not hold at this steady load" is a "no incident" too (nothing changed).
+    Cell("healthy", NONE, "—", "llama", (), (m.HEALTHY,), (m.STEADY_BREACH,)),
     *_single("tpot-regression", "tpot_regression", m.DECODE_SLOWDOWN, "llama", _x(1.3, 2, 4)),
     *_single("ttft-spike", "ttft_spike", m.PREFILL_SLOWDOWN, "llama", _x(1.3, 2, 4)),
     *_single("queue-buildup", "queue_buildup", m.OVERLOAD, "llama",
@@ -137,7 +142,7 @@ CELLS: Final[tuple[Cell, ...]] = (
     *[Cell("down", mag, f"{d} s", "llama", (Inject("down", None, duration=d),), (m.SERVER_DOWN,))
       for mag, d in zip(MAGNITUDES, (20, 60, 120))],
     *_single("npu-overheat", "npu_overheat", m.ACCELERATOR_OVERHEAT, "llama",
-             [(f, f"decode x{f:g} + heat") for f in (1.1, 1.5, 2.5)]),
+             [(f, f"+{HEAT_PER_SLOWDOWN * (f - 1):.0f} °C, decode x{f:g}") for f in (1.2, 1.5, 1.9)]),
     *_single("hbm-full", "hbm_full", m.KV_CAPACITY, "llama",
              [(f, f"{f:.0%} of KV slots left") for f in (0.9, 0.6, 0.3)]),
     *_single("kv-transfer-failure", "kv_transfer_failure", m.KV_TRANSFER_FAILURE, "pd",
@@ -154,7 +159,7 @@ CELLS: Final[tuple[Cell, ...]] = (
       for name, label, template, first, second, expect in (
           ("surge+decode-slowdown", "arrivals x2, then decode x2", "llama",
            ("queue_buildup", 2, ""), ("tpot_regression", 2, ""), (m.OVERLOAD, m.DECODE_SLOWDOWN)),
-          ("overheat+surge", "decode x1.5 + heat, then arrivals x2", "llama",
+          ("overheat+surge", "+20 °C (decode x1.5), then arrivals x2", "llama",
            ("npu_overheat", 1.5, ""), ("queue_buildup", 2, ""), (m.ACCELERATOR_OVERHEAT, m.OVERLOAD)),
           ("surge+restart", "arrivals x2, then an instant restart", "llama",
            ("queue_buildup", 2, ""), ("restart", None, ""), (m.OVERLOAD, m.RESTART)),
@@ -246,7 +251,7 @@ def judge(cell: Cell, rep: Report) -> tuple[bool, str | None]:
     return v.mechanism in (cell.expect[0], *cell.also), None
 
 
-SIGNATURE_KEYS: Final = ("temperature", "token_usage", "arrivals")
+SIGNATURE_KEYS: Final = ("temperature", "token_usage", "hbm", "arrivals")
 
 
 def _peak(rep: Report, key: str) -> float | None:
@@ -422,8 +427,8 @@ def goals(results: Sequence[Result], split: str) -> list[str]:
                + (f"; below: {', '.join(f'{s} {_pct(sum(r.right for r in v), len(v))}' for s, v in low)}"
                   if low else "") + f" — {_met(bool(kinds) and not low)}")
     weak = [r for r in rs if r.magnitude == "weak"]
-    missed = [r for r in weak if not r.honest and r.mechanism == m.HEALTHY]  # not misattributed: not seen
-    other = [r for r in weak if not r.honest and r.mechanism != m.HEALTHY]
+    missed = [r for r in weak if not r.honest and r.mechanism in NO_INCIDENT]  # not misattributed: not seen
+    other = [r for r in weak if not r.honest and r.mechanism not in NO_INCIDENT]
     out.append(f"weak: right or an honest unexplained / low confidence, never another mechanism at medium or high: "
                f"right {_pct(sum(r.right for r in weak), len(weak))}, unexplained or low "
                f"{sum(1 for r in weak if r.honest and not r.right)}, \"no incident\" {len(missed)}, "
@@ -490,8 +495,8 @@ def _mean(xs: Iterable[float | None]) -> float | None:
 def signatures(results: Sequence[Result]) -> list[str]:
     """What the emulator's overheating and HBM-full signatures did at each magnitude (means over every run)."""
     out = ["| scenario | magnitude | hottest chip: baseline → peak in the incident | "
-           "KV token usage: baseline → peak in the incident |",
-           "|---|---|---|---|"]
+           "KV token usage: baseline → peak in the incident | HBM used (fullest chip): baseline → peak |",
+           "|---|---|---|---|---|"]
     by: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for r in results:
         if r.scenario in ("npu-overheat", "hbm-full", "healthy"):
@@ -505,7 +510,8 @@ def signatures(results: Sequence[Result]) -> list[str]:
         return f"{b:.0f} → {i:.0f} °C" if unit == "°C" else f"{b:.2f} → {i:.2f}"
 
     for (scenario, mag), rs in by.items():
-        out.append(f"| {scenario} | {mag} | {fmt(rs, 'temperature', '°C')} | {fmt(rs, 'token_usage', '')} |")
+        out.append(f"| {scenario} | {mag} | {fmt(rs, 'temperature', '°C')} | {fmt(rs, 'token_usage', '')} | "
+                   f"{fmt(rs, 'hbm', '')} |")
     return out
 
 
@@ -513,7 +519,8 @@ def pinned(results: Sequence[Result]) -> str:
     """Whether the temperature (overheating) and token usage (HBM full) peaks followed the magnitude."""
     out = []
     for scenario, key, what, unit, tol in (("npu-overheat", "temperature", "the hottest chip", " °C", 2.0),
-                                           ("hbm-full", "token_usage", "KV token usage", "", 0.02)):
+                                           ("hbm-full", "token_usage", "KV token usage", "", 0.02),
+                                           ("hbm-full", "hbm", "HBM used", "", 0.01)):
         peaks = {mag: _mean(r.signature.get(key, (None, None))[1] for r in results
                             if r.scenario == scenario and r.magnitude == mag) for mag in MAGNITUDES}
         vals = [v for v in peaks.values() if v is not None]
@@ -569,13 +576,18 @@ def section(grid: Grid, *, cut: str = "") -> str:
         f"{CAPACITY['pd']:g} req/s)." + (f" {cut}" if cut else ""),
         "",
         "Right: the verdict names the injected mechanism (a restart that is down a while: `restart` or "
-        "`server_down`) and calls no consequence the cause; a healthy control: `healthy`; a pair: the leading "
+        "`server_down`) and calls no consequence the cause; a healthy control: `healthy` or `steady_breach` (both "
+        "say \"no incident\"); a pair: the leading "
         "mechanism first and the other named in the same first line. Weak magnitudes are also counted honest "
         "when `unexplained` or low confidence.",
         "",
         f"Healthy controls whose first line says an SLI breached with nothing injected: {steady(rs)}. At those "
         "rates the recipe's targets (TPOT 80 ms, TTFT 2 s) do not hold at a steady load: nothing changed, yet the "
-        "SLO burns, and the analysis is asked for \"no incident\" all the same.",
+        "SLO burns. The verdict says so (`steady_breach`: \"no incident: the SLO does not hold at this steady "
+        "load\", low confidence) when nothing in demand or capacity moved and either every breached SLI was as "
+        "bad in the baseline (or under twice its error budget), or requests were already queueing through the "
+        "baseline (the server at its capacity, where the arrivals' own bursts build queues): a capacity-planning "
+        "finding, not an incident (monitor/analyze/steady.py).",
         "",
         f"Most common wrong verdicts: {_common(rs) or 'none'}.",
         "",
