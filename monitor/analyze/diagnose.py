@@ -40,6 +40,7 @@ from monitor.analyze.tuning import (
     ANALYSIS_RATE_CHANGE,
     ANALYSIS_SMOOTH_SECONDS,
     ANALYSIS_TEMPERATURE_RISE_CELSIUS,
+    ANALYSIS_TRACE_SHARE,
 )
 from monitor.conventions.policy import ACCEL_TEMPERATURE_CELSIUS
 
@@ -311,13 +312,38 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
     if t is not None and t.moved and "power" in signals:
         # A chip warms when it works harder, and then its power rises first (the die's heat lags the power it
         # draws); an overheating one (cooling, fans, ambient) warms first and throttles. A warming that a
-        # power rise led (or came with) is load, not heat.
+        # power rise led (or came with, a step apart at most) and explains is load, not heat: a die's rise
+        # above ambient is proportional to its power, so a power ratio r explains up to T x (r - 1) degrees
+        # (ambient taken as 0 degC: generous to load). A throttled chip holds requests longer, and Little's
+        # law then raises its power by a little too, far short of its warming.
         p = level_shift(signals["power"], times, base_idx, focus, half, ANALYSIS_POWER_RISE)
-        if p.moved and p.changed_at is not None and t.changed_at is not None and p.changed_at <= t.changed_at:
+        explained = (p.ratio is not None and t.baseline is not None and t.incident is not None
+                     and t.incident - t.baseline <= t.baseline * (p.ratio - 1))
+        if p.moved and p.changed_at is not None and t.changed_at is not None and \
+                p.changed_at <= t.changed_at + step and explained:
             out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)
     return out
 
 
+def traces(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequence[int], focus: range,
+           half: int, sh: dict[str, Shift]) -> list[Shift]:
+    """Demand and capacity signals that left their baseline's noise band the way that hurts, by at least
+    ANALYSIS_TRACE_SHARE of their threshold, without counting as moved: a weak incident's footprint (a 1.3x
+    prefill slowdown under a 1.5x threshold), too faint to name, too large to call nothing."""
+    out = []
+    for key, (th, absolute) in _thresholds().items():
+        sig, done = signals.get(key), sh.get(key)
+        if sig is None or sig.side not in (DEMAND, CAPACITY) or done is None or done.moved:
+            continue
+        faint = th * ANALYSIS_TRACE_SHARE if absolute else th ** ANALYSIS_TRACE_SHARE
+        s = level_shift(sig, times, base_idx, focus, half, faint, absolute)
+        if s.moved and not (key == "arrivals" and sig.inferred):
+            out.append(s)
+    return out
+
+
+# Thresholds' worth of a slowdown (1.25^3: ITL 1.95x) that a grown batch does not make by itself.
+OWN_SLOWDOWN_STRENGTH: Final = 3.0
 # Mechanisms whose signals a rise in demand also moves (a bigger batch decodes each request slower, a longer
 # queue delays each prefill).
 LOAD_LIKE: Final = frozenset({PREFILL_SLOWDOWN, DECODE_SLOWDOWN})
@@ -412,9 +438,12 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
     cands = _candidates(sh, tie=(half + 1) * ds.step)
     breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
+    # Demand and capacity moves too faint to name: they keep "no incident" from being said with confidence.
+    faint = traces(signals, ds.times, base_idx, focus, half, sh) if not cands else []
     if not cands and breached and baseline_ok:
-        held = steady(bad_shares(tracks, breached, base_idx, focus),
-                      sh["queued"].baseline if "queued" in sh else None)
+        queue = sh.get("queued")
+        held = steady(bad_shares(tracks, breached, base_idx, focus), queue.baseline if queue else None,
+                      bursts=not faint and queue is not None and queue.moved)
         if held is not None:
             # Low: a weak incident (a slowdown of 1.3x on a busy server) can hide in the same noise.
             conf = "low"
@@ -424,10 +453,17 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
             return Verdict(STEADY_BREACH, conf, head, None, [], sh)
     if not cands:
         mech = UNEXPLAINED if breached else HEALTHY
-        conf = "low" if breached else ("high" if baseline_ok else "medium")
         moved = [s for s in sh.values() if s.moved and s.signal.side == CONSEQUENCE]
+        # "No incident" is said with high confidence only when nothing left its noise band either: no faint
+        # demand or capacity move, and no consequence that moved without a cause (more requests running or
+        # more KV held is something happening, even when no SLI suffered yet).
+        conf = "low" if breached or faint or moved else ("high" if baseline_ok else "medium")
         tail = (f"; only consequences moved ({_join([s.signal.label for s in moved])}): look outside the "
-                "engine (clients, network) or widen the range" if moved and breached else "")
+                "engine (clients, network) or widen the range" if moved and breached else
+                f"; {_join([s.describe() for s in moved])} with no cause found" if moved else "")
+        if faint:
+            tail += (f"; {_join([s.describe() for s in faint])}: under the threshold to name a cause, but past "
+                     "the baseline's noise (a weak incident may hide here)")
         # Without a trusted baseline nothing was compared: say so rather than "within its baseline".
         capacity = ("capacity within its baseline" if baseline_ok else
                     "no trusted baseline to compare demand and capacity with (pass --baseline)")
@@ -464,12 +500,15 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
 def _contributing(mech: str, cands: list[tuple[str, Shift]], tie: float) -> tuple[str, Shift] | None:
     """A second mechanism that moved on its own, not as a consequence of the first: more demand measured
     (arrivals read from SGLang's request counter, longer prompts or outputs) under another cause, or an event
-    (failures, a restart) under another cause. An engine-side slowdown under an overload only when it came
-    as a step of its own, later than the demand by more than the smoothing blurs and at least twice its
-    threshold: a grown batch slows each request from the moment demand rises and by less than that (1.5x
-    at most in the lab's overloads). Otherwise engine slowdowns are not named: they follow from overheating,
-    a lost KV cache, a spec-accept drop or a longer queue as often as they happen on their own. Under a
-    restart or an outage nothing is: counters and queues restart with the server."""
+    (failures, a restart) under another cause. An engine-side slowdown under an overload only when it is at
+    least twice its threshold and came as a step of its own, apart from the demand's by more than the
+    smoothing blurs (a grown batch slows each request from the moment demand rises, and by less: 1.5x at most
+    in the lab's overloads), or, with it, when it is too large for a grown batch (OWN_SLOWDOWN_STRENGTH
+    thresholds, ITL 1.95x: the lab's pure overloads, x3 from light to saturation, moved ITL 1.50x at most,
+    its surge + decode-slowdown pairs 1.95x at least). Otherwise engine
+    slowdowns are not named: they follow from overheating, a lost KV cache, a spec-accept drop or a longer
+    queue as often as they happen on their own. Under a restart or an outage nothing is: counters and queues
+    restart with the server."""
     if mech in (RESTART, SERVER_DOWN):
         return None
     lead = cands[0][1] if cands else None
@@ -481,8 +520,8 @@ def _contributing(mech: str, cands: list[tuple[str, Shift]], tie: float) -> tupl
         if other != OVERLOAD and shift.signal.side == EVENT:
             return other, shift
         if mech == OVERLOAD and other in LOAD_LIKE and lead is not None and lead.changed_at is not None \
-                and shift.changed_at is not None and shift.changed_at > lead.changed_at + tie \
-                and _strength(shift) >= 2.0:
+                and shift.changed_at is not None and _strength(shift) >= 2.0 \
+                and (abs(shift.changed_at - lead.changed_at) > tie or _strength(shift) >= OWN_SLOWDOWN_STRENGTH):
             return other, shift
     return None
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from monitor.analyze.model import Dataset, Values
-from monitor.analyze.sli import SliTrack
+from monitor.analyze.sli import SliTrack, step_means
 from monitor.conventions.names import (
     STAGE_DECODE_WAITING,
     STAGE_PREFILL_BOOTSTRAP,
@@ -28,7 +28,6 @@ from monitor.conventions.names import (
     STAGE_PREFILL_TRANSFER,
 )
 from monitor.conventions.slis import ADMISSION_ROLES, QUEUE_TIME_SLI, REQUEST_ROLES
-from monitor.slo.histogram import delta, mean
 
 DEMAND = "demand"
 CAPACITY = "capacity"
@@ -37,6 +36,7 @@ EVENT = "event"  # restarts, targets down, failures: counted, not levels
 SYMPTOM = "symptom"  # the SLIs themselves: what hurt, never a cause nor a consequence to list
 MIN_RUNNING = 0.5  # below this a per-running-request ratio is noise
 MIN_ARRIVALS = 1e-3  # req/s below which Little's law gives no duration
+PD_PILED = 5.0  # requests waiting for bootstrap: from here a PD prefill's time is read by Little's law
 # A column of values, or a ratio's (numerator, denominator) columns.
 Column = Values | tuple[Values, Values]
 
@@ -71,6 +71,14 @@ def _ratio(num: Values, den: Values, min_den: float = 1e-12) -> Values:
     return tuple(None if a is None or b is None or b < min_den else a / b for a, b in zip(num, den))
 
 
+def values_of(col: Column, min_den: float = 1e-9) -> Values:
+    """A column's values: a ratio's parts divided, plain values as they are."""
+    if col and isinstance(col[0], tuple):  # a Values column holds numbers, parts hold two columns
+        num, den = col  # type: ignore[misc]
+        return _ratio(num, den, min_den)
+    return col  # type: ignore[return-value]
+
+
 def _map(vals: Values, fn: Callable[[float], float | None]) -> Values:
     return tuple(None if v is None else fn(v) for v in vals)
 
@@ -91,7 +99,19 @@ class Derive:
 
     def get(self, key: str) -> Values:
         s = self.ds.series.get(key)
-        return s.values if s is not None else self.none
+        if s is None:
+            return self.none
+        if key.startswith("rate.") and self._reset_steps:
+            # A counter's rate over a step that holds a restart is unknown, not low: what it counted between
+            # the last scrape and the restart is lost with the old process (a measured surge would read as
+            # a drop to 0 there, and be dated after the restart).
+            return tuple(None if i in self._reset_steps else v for i, v in enumerate(s.values))
+        return s.values
+
+    @cached_property
+    def _reset_steps(self) -> frozenset[int]:
+        s = self.ds.series.get("restarts")
+        return frozenset(i for i, v in enumerate(s.values) if v) if s is not None else frozenset()
 
     def has(self, key: str) -> bool:
         s = self.ds.series.get(key)
@@ -171,11 +191,7 @@ class Derive:
         """Per step, the mean of the histogram's events in that step (None: the dataset has no such histogram)."""
         if key not in self._hist_means:
             hs = self.ds.hists.get(key)
-            means: Values | None = None
-            if hs and any(h is not None for h in hs):
-                means = (None, *(mean(delta(h, prev)) if h is not None and prev is not None else None
-                                 for prev, h in zip(hs, hs[1:])))
-            self._hist_means[key] = means
+            self._hist_means[key] = step_means(hs) if hs and any(h is not None for h in hs) else None
         return self._hist_means[key]
 
     def queue_wait(self, roles: Sequence[str]) -> Values:
@@ -201,8 +217,17 @@ class Derive:
             return self.none
         return self.load(gauge, [role]), self.arrivals()
 
-    def _values(self, col: Column, min_den: float = MIN_ARRIVALS) -> Values:
-        return _ratio(*col, min_den) if col and isinstance(col[0], tuple) else col  # type: ignore[arg-type, misc]
+    # The PD stages around the prefill compute (pd_stages lists them all; prefill_time subtracts these).
+    def pd_bootstrap(self) -> Column:
+        return self.stage("prefill", STAGE_PREFILL_BOOTSTRAP, "num_prefill_bootstrap_queue_reqs")
+
+    def pd_transfer(self) -> Column:
+        return self.stage("prefill", STAGE_PREFILL_TRANSFER, "num_prefill_inflight_queue_reqs")
+
+    def pd_decode_wait(self) -> Column:
+        if self.has(f"stage.decode.{STAGE_DECODE_WAITING}"):
+            return self.stage("decode", STAGE_DECODE_WAITING)
+        return self.queue_wait(["decode"])
 
     def prefill_time(self) -> Column:
         """Prefill compute per request: the prefill_forward stage where read; on a mixed server TTFT minus the
@@ -212,13 +237,18 @@ class Derive:
         if self.pd:
             if self.has(f"stage.prefill.{STAGE_PREFILL_FORWARD}") or not any(v is not None for v in self.sli_mean("ttft")):
                 return self.stage("prefill", STAGE_PREFILL_FORWARD, "num_running_reqs")
-            others = [self.queue_wait(["prefill"]),
-                      self._values(self.stage("prefill", STAGE_PREFILL_BOOTSTRAP, "num_prefill_bootstrap_queue_reqs")),
-                      self._values(self.stage("prefill", STAGE_PREFILL_TRANSFER, "num_prefill_inflight_queue_reqs")),
-                      self._values(self.stage("decode", STAGE_DECODE_WAITING, None)
-                                   if self.has(f"stage.decode.{STAGE_DECODE_WAITING}") else self.queue_wait(["decode"]))]
-            return tuple(None if a is None else max(a - sum(o for o in rest if o is not None), 0.0)
+            others = [values_of(c, MIN_ARRIVALS) for c in (self.queue_wait(["prefill"]), self.pd_bootstrap(),
+                                                             self.pd_transfer(), self.pd_decode_wait())]
+            rest = tuple(None if a is None else max(a - sum(o for o in rest if o is not None), 0.0)
                          for a, *rest in zip(self.sli_mean("ttft"), *others))
+            # While requests pile up before the prefill (the decode server's KV slots are all held: bootstrap
+            # waits for their preallocation), TTFT is mostly that wait, and what is left after subtracting a
+            # Little's-law estimate of a growing queue is noise. The prefill server is busy then: Little's law
+            # on its own running requests over the requests served holds (the queue is not part of it).
+            boot = self.load("num_prefill_bootstrap_queue_reqs", ["prefill"])
+            busy = _ratio(self.load("num_running_reqs", ["prefill"]), self.completed(), MIN_ARRIVALS)
+            return tuple(b if q is not None and q >= PD_PILED and b is not None else r
+                         for r, b, q in zip(rest, busy, boot))
         for role in self.answering:
             if self.has(f"stage.{role}.{STAGE_PREFILL_FORWARD}"):
                 return self.get(f"stage.{role}.{STAGE_PREFILL_FORWARD}")
@@ -239,25 +269,19 @@ class Derive:
 def pd_stages(d: Derive) -> list[tuple[str, str, Column]]:
     """The parts of a PD request's TTFT, in the order it passes them: (key, label, mean seconds)."""
     return [
-        ("pd.bootstrap", "bootstrap and decode KV preallocation (prefill_bootstrap)",
-         d.stage("prefill", STAGE_PREFILL_BOOTSTRAP, "num_prefill_bootstrap_queue_reqs")),
+        ("pd.bootstrap", "bootstrap and decode KV preallocation (prefill_bootstrap)", d.pd_bootstrap()),
         ("pd.prefill_queue", "prefill queueing (queue_time, prefill)", d.queue_wait(["prefill"])),
         ("pd.prefill", "prefill compute (prefill_forward)", d.prefill_time()),
-        ("pd.transfer", "KV transfer (prefill_transfer_kv_cache)",
-         d.stage("prefill", STAGE_PREFILL_TRANSFER, "num_prefill_inflight_queue_reqs")),
-        ("pd.decode_queue", "decode queueing (queue_time, decode)",
-         d.stage("decode", STAGE_DECODE_WAITING) if d.has(f"stage.decode.{STAGE_DECODE_WAITING}")
-         else d.queue_wait(["decode"])),
+        ("pd.transfer", "KV transfer (prefill_transfer_kv_cache)", d.pd_transfer()),
+        ("pd.decode_queue", "decode queueing (queue_time, decode)", d.pd_decode_wait()),
     ]
 
 
 def ratio_signal(key: str, label: str, side: str, unit: str, parts: Column, worse: int = 1,
                  min_den: float = 1e-9) -> Signal:
     """A signal from (numerator, denominator) columns, or from plain values."""
-    if parts and isinstance(parts[0], tuple):  # a Values column holds numbers, parts hold two columns
-        num, den = parts  # type: ignore[misc]
-        return Signal(key, label, side, unit, _ratio(num, den, min_den), worse, (num, den), min_den)
-    return Signal(key, label, side, unit, parts, worse)  # type: ignore[arg-type]
+    pair = parts if parts and isinstance(parts[0], tuple) else None
+    return Signal(key, label, side, unit, values_of(parts, min_den), worse, pair, min_den)  # type: ignore[arg-type]
 
 
 def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:

@@ -40,12 +40,18 @@ def _start_hist(hs: tuple[Hist | None, ...], i: int, back: int) -> Hist | None:
     return None
 
 
+def step_means(hs: tuple[Hist | None, ...]) -> Values:
+    """Per step, the mean of the histogram's events in that step (None where a neighbour is missing)."""
+    return (None, *(mean(delta(h, prev)) if h is not None and prev is not None else None
+                    for prev, h in zip(hs, hs[1:]))) if hs else ()
+
+
 def track(ds: Dataset, spec: SliSpec, window: float) -> SliTrack:
     hs = ds.hists.get(spec.sli) or tuple(None for _ in ds.times)
     w = max(1, round(window / ds.step))
     wl = w * LONG_WINDOW_FACTOR
     cols: dict[str, list[float | None]] = {k: [] for k in
-                                            ("gr", "burn", "burn_long", "p50", "p90", "p99", "ev", "bad", "mean")}
+                                            ("gr", "burn", "burn_long", "p50", "p90", "p99", "ev", "bad")}
     for i, h in enumerate(hs):
         if h is None:
             for col in cols.values():
@@ -65,6 +71,6 @@ def track(ds: Dataset, spec: SliSpec, window: float) -> SliTrack:
         sgr = good_ratio(st, spec.target) if st is not None else None
         cols["ev"].append(st.total if st is not None else None)
         cols["bad"].append(1.0 - sgr.value if sgr else None)
-        cols["mean"].append(mean(st) if st is not None and spec.latency else None)
+    means = step_means(hs) if spec.latency else tuple(None for _ in hs)
     return SliTrack(spec, w * ds.step, wl * ds.step, ds.times, *(tuple(cols[k]) for k in
-                    ("gr", "burn", "burn_long", "p50", "p90", "p99", "ev", "bad", "mean")))
+                    ("gr", "burn", "burn_long", "p50", "p90", "p99", "ev", "bad")), means)

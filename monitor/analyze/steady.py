@@ -7,7 +7,10 @@ Two shapes, both read from the baseline the verdict compares with:
   STEADY_WORSE), or under STEADY_MARGIN times its error budget (noise at the objective's edge);
 - no headroom: requests were already queueing through the baseline (median queue >= STEADY_QUEUE): the
   server runs at its capacity, where arrivals' own bursts build queues that breach TTFT and TPOT with no
-  change at all (a queue near saturation is a random walk).
+  change at all (a queue near saturation is a random walk);
+- bursts: the queue grew while no demand or capacity signal left its noise band, not even by part of its
+  threshold (diagnose.traces): a busy server's queue swings with the arrivals' own bursts (Poisson arrivals
+  at 60 % utilisation queue now and then), and a breach made only of such a swing is not an incident.
 
 Either is a capacity-planning finding (add capacity, or revisit the target), not something to page on. Pure.
 """
@@ -69,7 +72,7 @@ def bad_shares(tracks: dict[str, SliTrack], slis: Sequence[str], base_idx: Seque
 class Steady:
     """Why a breach with nothing moved is the steady state (`kind`), and what says so."""
 
-    kind: str  # "as_before" | "no_headroom"
+    kind: str  # "as_before" | "no_headroom" | "bursts"
     shares: tuple[BadShare, ...]
     queued: float | None  # median requests waiting in the baseline
 
@@ -79,15 +82,21 @@ class Steady:
             return (f"requests were already queueing through the baseline (median {self.queued:.1f} waiting): the "
                     f"deployment runs at its capacity, where the arrivals' own bursts build queues that breach "
                     f"({shares})")
+        if self.kind == "bursts":
+            return (f"only the queue grew, while demand and capacity stayed within their noise: the arrivals' own "
+                    f"bursts queue a busy server now and then ({shares})")
         return f"the SLIs were as bad before, or only at the objective's edge ({shares})"
 
 
-def steady(shares: list[BadShare], queued_baseline: float | None) -> Steady | None:
-    """The steady-state reading of a breach with nothing moved, or None (then it is unexplained)."""
+def steady(shares: list[BadShare], queued_baseline: float | None, bursts: bool = False) -> Steady | None:
+    """The steady-state reading of a breach with nothing moved, or None (then it is unexplained). `bursts`:
+    the queue moved and nothing else left its noise band."""
     if not shares:
         return None
     if all(s.as_before for s in shares):
         return Steady("as_before", tuple(shares), queued_baseline)
     if queued_baseline is not None and queued_baseline >= STEADY_QUEUE:
         return Steady("no_headroom", tuple(shares), queued_baseline)
+    if bursts:
+        return Steady("bursts", tuple(shares), queued_baseline)
     return None

@@ -22,6 +22,9 @@ ANALYSIS_POWER_RISE: Final = 1.1  # accelerator power: a rise this large before 
 # Accelerator HBM used (fullest chip), absolute share: the KV pool is preallocated, so HBM use is flat with load
 # (the emulator's moves 2 % from idle to full); more is memory something else took.
 ANALYSIS_HBM_RISE: Final = 0.03
+# A signal that leaves its noise band the way that hurts by this share of its threshold (a ratio's log, an
+# absolute step's size) without reaching it is a trace: "no incident" is then said with low confidence.
+ANALYSIS_TRACE_SHARE: Final = 0.5
 ANALYSIS_SMOOTH_SECONDS: Final = 30.0  # centred moving mean before levels are compared
 ANALYSIS_MIN_BASELINE_POINTS: Final = 6
 ANALYSIS_MIN_BASELINE_SECONDS: Final = 60.0

@@ -26,10 +26,15 @@ def test_the_seed_halves_are_disjoint_and_every_seed_has_one():
 
 def test_every_kind_has_three_magnitudes_and_the_rates_go_from_light_to_busy():
     singles = [c for c in grid.CELLS if c.magnitude in grid.MAGNITUDES]
-    kinds = {c.scenario for c in singles}
-    assert len(kinds) == 10  # every injectable kind of the confusion table, PD prefill-only included
-    for k in kinds:
+    steps = {c.scenario for c in singles if not any(i.ramp for i in c.injects)}
+    assert len(steps) == 10  # every injectable kind of the confusion table, PD prefill-only included
+    for k in steps:
         assert [c.magnitude for c in singles if c.scenario == k] == list(grid.MAGNITUDES)
+    # A slowdown and a surge ramped in over RAMP seconds too, at medium and strong.
+    ramps = [c for c in singles if c.scenario not in steps]
+    assert {c.scenario for c in ramps} == {"tpot-regression-ramp", "queue-buildup-ramp"}
+    assert all(c.magnitude != "weak" and c.injects[0].ramp == grid.RAMP for c in ramps)
+    assert all(c.injects[0].spec("d").endswith(f"~{grid.RAMP:g}") for c in ramps)
     pairs = [c for c in grid.CELLS if c.pair]
     assert len(pairs) == 5 and all(len(c.injects) == 2 and c.injects[0].start < c.injects[1].start for c in pairs)
     assert [c.scenario for c in grid.CELLS if c.magnitude == grid.NONE] == ["healthy"]

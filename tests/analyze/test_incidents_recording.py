@@ -7,8 +7,6 @@ import base64
 import json
 import re
 
-import pytest
-
 from monitor.analyze.output import write_report
 from monitor.analyze.recording import load_recording
 from monitor.analyze.report import analyze
@@ -80,8 +78,6 @@ def test_queue_buildup_is_named_overload_and_the_queue_only_a_consequence(queue_
     assert data["verdict"]["mechanism"] == "overload" and data["slis"]["tpot"]["first_mover"] == tpot.ranking[0].key
 
 
-@pytest.mark.xfail(strict=False, reason="#23: overheating is now a thermal ramp; the timing bounds of this test "
-                   "still assume the old step (to be re-derived)")
 def test_npu_overheat_is_named_and_the_breach_window_found(overheat_run):
     rep = _report(overheat_run)
     tpot = rep.slis["tpot"]
@@ -96,7 +92,9 @@ def test_npu_overheat_is_named_and_the_breach_window_found(overheat_run):
     assert INCIDENT_AT + 200 + WINDOW <= end <= INCIDENT_AT + 200 + WINDOW + 3 * THERMAL_TAU, end
     top = tpot.ranking[0]
     assert top.key == "accel.temperature_max", [(c.key, round(c.score, 2)) for c in tpot.ranking[:5]]
-    assert top.moved_first and top.changed_at - EPOCH <= INCIDENT_AT + THERMAL_TAU / 2 and top.z > 10  # a ramp
+    # The chip heats with THERMAL_TAU: its change is seen within half of it, and its mean over the range (the
+    # warming and the cooling included) stands ~7 baseline spreads off, where a step stood over 10.
+    assert top.moved_first and top.changed_at - EPOCH <= INCIDENT_AT + THERMAL_TAU / 2 and top.z > 5
     assert tpot.first_mover is top
     assert rep.verdict.mechanism == "accelerator_overheat"
     assert "ttft" not in [s.sli for s in rep.slis.values() if s.budget_spent > tpot.budget_spent]

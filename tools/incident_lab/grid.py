@@ -67,6 +67,7 @@ RATES: Final[dict[str, dict[str, float]]] = {
 LOAD_SHARE: Final[dict[str, float]] = {"light": 0.3, "mid": 0.6, "busy": 0.9}
 MAGNITUDES: Final = ("weak", "medium", "strong")
 PAIR_LAG: Final = 60.0  # the second incident of a pair starts this long after the leading one
+RAMP: Final = 90.0  # seconds a ramped incident takes to reach full strength (of its DURATION)
 NONE: Final = "none"  # the magnitude of a healthy control
 NO_INCIDENT: Final = frozenset({m.HEALTHY, m.STEADY_BREACH})  # verdicts that say nothing happened
 PAIR: Final = "pair"  # the magnitude of a pair (both at the single kinds' medium)
@@ -151,6 +152,13 @@ CELLS: Final[tuple[Cell, ...]] = (
              [(f, f"prefill x{f:g}") for f in (1.3, 2, 4)], role="prefill"),
     *_single("spec-accept-drop", "spec_accept_drop", m.SPEC_ACCEPT_DROP, "spec",
              [(f, f"accept length /{f:g}") for f in (1.3, 2, 4)]),
+    # Ramps: the same slowdown and surge growing to full strength over RAMP seconds, as a leak, a fleet rollout
+    # or a diurnal climb does, instead of a step (medium and strong: a weak ramp is a weak step, slower).
+    *[c for c in _single("tpot-regression-ramp", "tpot_regression", m.DECODE_SLOWDOWN, "llama",
+                         [(f, f"x{f:g} over {RAMP:g} s") for f in (1.3, 2, 4)], ramp=RAMP) if c.magnitude != "weak"],
+    *[c for c in _single("queue-buildup-ramp", "queue_buildup", m.OVERLOAD, "llama",
+                         [(f, f"arrivals x{f:g} over {RAMP:g} s") for f in (1.3, 2, 3)], ramp=RAMP)
+      if c.magnitude != "weak"],
     # Pairs: the leading incident from INCIDENT_AT, the second PAIR_LAG later; both end together.
     *[Cell(name, PAIR, label, template,
            (Inject(first[0], first[1], first[2], INCIDENT_AT, DURATION + PAIR_LAG),
@@ -571,7 +579,8 @@ def section(grid: Grid, *, cut: str = "") -> str:
         "odd ones). Every run is analysed from the sidecar's recording (the Prometheus backfill of the confusion "
         "table below is skipped for speed), over the same range and window as that table "
         f"(T1 = emulated 180 s, T2 = 480 s, incident at {INCIDENT_AT:g} s for {DURATION:g} s; pairs: the second "
-        f"incident {PAIR_LAG:g} s after the first). Rates: ~30 / 60 / 90 % of each deployment's capacity "
+        f"incident {PAIR_LAG:g} s after the first; ramps: to full strength over {RAMP:g} s of the incident). "
+        "Rates: ~30 / 60 / 90 % of each deployment's capacity "
         f"(served at saturation: mixed and speculative Llama {CAPACITY['llama']:g} req/s, PD "
         f"{CAPACITY['pd']:g} req/s)." + (f" {cut}" if cut else ""),
         "",
@@ -586,8 +595,13 @@ def section(grid: Grid, *, cut: str = "") -> str:
         "SLO burns. The verdict says so (`steady_breach`: \"no incident: the SLO does not hold at this steady "
         "load\", low confidence) when nothing in demand or capacity moved and either every breached SLI was as "
         "bad in the baseline (or under twice its error budget), or requests were already queueing through the "
-        "baseline (the server at its capacity, where the arrivals' own bursts build queues): a capacity-planning "
-        "finding, not an incident (monitor/analyze/steady.py).",
+        "baseline (the server at its capacity, where the arrivals' own bursts build queues), or only the queue "
+        "grew while no demand or capacity signal left its noise band even by half its threshold (a busy "
+        "server's queue swinging with the arrivals' own bursts): a capacity-planning finding, not an incident "
+        "(monitor/analyze/steady.py). \"No incident\" is said with high confidence only when nothing moved at "
+        "all: a demand or capacity signal past its noise by half its threshold (`traces` in "
+        "monitor/analyze/diagnose.py) or a consequence that moved without a cause lowers it to low, and the "
+        "verdict names them.",
         "",
         f"Most common wrong verdicts: {_common(rs) or 'none'}.",
         "",
