@@ -34,6 +34,7 @@ from monitor.analyze.tuning import (
     ANALYSIS_CACHE_HIT_DROP,
     ANALYSIS_CONSEQUENCE_CHANGE,
     ANALYSIS_HBM_RISE,
+    ANALYSIS_INLET_CELSIUS,
     ANALYSIS_KV_SHARE_CHANGE,
     ANALYSIS_POWER_RISE,
     ANALYSIS_PREFILL_CHANGE,
@@ -313,12 +314,12 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
         # A chip warms when it works harder, and then its power rises first (the die's heat lags the power it
         # draws); an overheating one (cooling, fans, ambient) warms first and throttles. A warming that a
         # power rise led (or came with, a step apart at most) and explains is load, not heat: a die's rise
-        # above ambient is proportional to its power, so a power ratio r explains up to T x (r - 1) degrees
-        # (ambient taken as 0 degC: generous to load). A throttled chip holds requests longer, and Little's
+        # above its inlet air is proportional to its power, so a power ratio r explains up to
+        # (T - ANALYSIS_INLET_CELSIUS) x (r - 1) degrees. A throttled chip holds requests longer, and Little's
         # law then raises its power by a little too, far short of its warming.
         p = level_shift(signals["power"], times, base_idx, focus, half, ANALYSIS_POWER_RISE)
         explained = (p.ratio is not None and t.baseline is not None and t.incident is not None
-                     and t.incident - t.baseline <= t.baseline * (p.ratio - 1))
+                     and t.incident - t.baseline <= max(t.baseline - ANALYSIS_INLET_CELSIUS, 0.0) * (p.ratio - 1))
         if p.moved and p.changed_at is not None and t.changed_at is not None and \
                 p.changed_at <= t.changed_at + step and explained:
             out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)
@@ -505,10 +506,9 @@ def _contributing(mech: str, cands: list[tuple[str, Shift]], tie: float) -> tupl
     smoothing blurs (a grown batch slows each request from the moment demand rises, and by less: 1.5x at most
     in the lab's overloads), or, with it, when it is too large for a grown batch (OWN_SLOWDOWN_STRENGTH
     thresholds, ITL 1.95x: the lab's pure overloads, x3 from light to saturation, moved ITL 1.50x at most,
-    its surge + decode-slowdown pairs 1.95x at least). Otherwise engine
-    slowdowns are not named: they follow from overheating, a lost KV cache, a spec-accept drop or a longer
-    queue as often as they happen on their own. Under a restart or an outage nothing is: counters and queues
-    restart with the server."""
+    its surge + decode-slowdown pairs 1.95x at least). Otherwise engine slowdowns are not named: they follow
+    from overheating, a lost KV cache, a spec-accept drop or a longer queue as often as they happen on their
+    own. Under a restart or an outage nothing is: counters and queues restart with the server."""
     if mech in (RESTART, SERVER_DOWN):
         return None
     lead = cands[0][1] if cands else None

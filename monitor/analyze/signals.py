@@ -232,14 +232,15 @@ class Derive:
     def prefill_time(self) -> Column:
         """Prefill compute per request: the prefill_forward stage where read; on a mixed server TTFT minus the
         queue wait; in PD TTFT minus the other stages of its path (the measured prefill queue wait, the
-        bootstrap, KV transfer and decode wait by Little's law: small next to the prefill), else Little's law
-        on the prefill server's running requests (one or two requests at a light load: too few to average)."""
+        bootstrap, KV transfer and decode wait by Little's law: small next to the prefill) while few wait for
+        bootstrap, and Little's law on the prefill server's running requests where PD_PILED or more do (at a
+        light load it runs one or two: too few to average); without TTFT, Little's law on it throughout."""
         if self.pd:
             if self.has(f"stage.prefill.{STAGE_PREFILL_FORWARD}") or not any(v is not None for v in self.sli_mean("ttft")):
                 return self.stage("prefill", STAGE_PREFILL_FORWARD, "num_running_reqs")
             others = [values_of(c, MIN_ARRIVALS) for c in (self.queue_wait(["prefill"]), self.pd_bootstrap(),
                                                              self.pd_transfer(), self.pd_decode_wait())]
-            rest = tuple(None if a is None else max(a - sum(o for o in rest if o is not None), 0.0)
+            left = tuple(None if a is None else max(a - sum(o for o in rest if o is not None), 0.0)
                          for a, *rest in zip(self.sli_mean("ttft"), *others))
             # While requests pile up before the prefill (the decode server's KV slots are all held: bootstrap
             # waits for their preallocation), TTFT is mostly that wait, and what is left after subtracting a
@@ -248,7 +249,7 @@ class Derive:
             boot = self.load("num_prefill_bootstrap_queue_reqs", ["prefill"])
             busy = _ratio(self.load("num_running_reqs", ["prefill"]), self.completed(), MIN_ARRIVALS)
             return tuple(b if q is not None and q >= PD_PILED and b is not None else r
-                         for r, b, q in zip(rest, busy, boot))
+                         for r, b, q in zip(left, busy, boot))
         for role in self.answering:
             if self.has(f"stage.{role}.{STAGE_PREFILL_FORWARD}"):
                 return self.get(f"stage.{role}.{STAGE_PREFILL_FORWARD}")

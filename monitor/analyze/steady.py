@@ -1,7 +1,7 @@
 """Whether a breach is the deployment's steady state rather than an incident.
 
 With nothing in demand or capacity moved, an SLO can still breach: the target does not hold at this load.
-Two shapes, both read from the baseline the verdict compares with:
+Three shapes, read from the baseline the verdict compares with:
 
 - as before: every breached SLI's bad share over the range is no worse than in the baseline (within
   STEADY_WORSE), or under STEADY_MARGIN times its error budget (noise at the objective's edge);
@@ -12,7 +12,7 @@ Two shapes, both read from the baseline the verdict compares with:
   threshold (diagnose.traces): a busy server's queue swings with the arrivals' own bursts (Poisson arrivals
   at 60 % utilisation queue now and then), and a breach made only of such a swing is not an incident.
 
-Either is a capacity-planning finding (add capacity, or revisit the target), not something to page on. Pure.
+Each is a capacity-planning finding (add capacity, or revisit the target), not something to page on. Pure.
 """
 
 from __future__ import annotations
