@@ -257,9 +257,14 @@ class Derive:
         return tuple(None if a is None else max(a - (b or 0.0), 0.0) for a, b in zip(ttft, wait))
 
     def kv_per_running(self) -> tuple[Values, Values]:
-        """KV cache share per running request (parts): flat when usage only follows the number running
-        (Little's law); up when the same requests fill more of it (the cache shrank)."""
-        return self.load_max("token_usage"), self.load("num_running_reqs")
+        """KV cache share per request holding KV (parts): flat when usage only follows the number running
+        (Little's law); up when the same requests fill more of it (the cache shrank). A PD decode server also
+        holds the KV it preallocated for the requests whose transfer it awaits: a slower prefill keeps more of
+        them there, which is no smaller cache."""
+        held = self.load("num_running_reqs")
+        if "decode" in self.answering:
+            held = _add(held, self.load("num_decode_transfer_queue_reqs", ["decode"]))
+        return self.load_max("token_usage"), held
 
     def gateway_failed_share(self) -> Values:
         """Share of the gateway's requests that failed (the availability SLI's bad events) per step."""

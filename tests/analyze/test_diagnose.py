@@ -308,3 +308,18 @@ def test_a_slowdown_too_large_for_a_grown_batch_is_named_under_an_overload_even_
         both.headline
     alone = analyze(_engine(None, 80, rate__arrived_total=arr), 600, 1190, 60).verdict
     assert alone.mechanism == OVERLOAD and "contributing" not in alone.headline, alone.headline
+
+
+def test_kv_a_pd_decode_server_preallocated_for_awaited_transfers_is_not_a_smaller_cache():
+    # From 800 s the prefill is slower: the decode server holds 30 requests' preallocated KV waiting for their
+    # transfer instead of 2, its token usage rises with them (per running request 3.3x), the running requests
+    # do not change. KV per request holding KV is flat: no KV capacity lost.
+    base = dict(load__prefill__num_running_reqs=[2.0] * N, load__decode__num_running_reqs=[10.0] * N,
+                load__decode__gen_throughput=[400.0] * N, load__decode__num_queue_reqs=[0.0] * N,
+                load__prefill__num_queue_reqs=[0.0] * N)
+    transfer = [2.0] * 80 + [30.0] * (N - 80)
+    usage = [0.12] * 80 + [0.40] * (N - 80)  # 1 % of the pool per request holding KV, before and after
+    ds = _dataset([1.0] * N, load__decode__num_decode_transfer_queue_reqs=transfer, load__decode__token_usage=usage,
+                  **base)
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert not v.shifts["kv_per_running"].moved and v.mechanism != KV_CAPACITY, v.headline
