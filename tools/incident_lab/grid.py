@@ -483,7 +483,7 @@ def calibration(results: Sequence[Result]) -> list[str]:
         for conf in ("high", "medium", "low"):
             rs = [r for r in results if r.split == split and r.confidence == conf]
             right = sum(r.right for r in rs)
-            pct = f"{100 * right / len(rs):.1f} %" if rs else "—"
+            pct = f"{math.floor(1000 * right / len(rs)) / 10:.1f} %" if rs else "—"  # truncated, as _pct
             out.append(f"| {split} | {conf} | {len(rs)} | {right} | {len(rs) - right} | {pct} |")
     return out
 
