@@ -165,8 +165,13 @@ class Derive:
                    for a, b in zip(self.get("rate.requests_total"), self.get("rate.aborted_requests_total")))
         return _map(ok, lambda v: max(v, 0.0))
 
-    def per_completed(self, counter: str) -> tuple[Values, Values]:
-        return self.get(f"rate.{counter}"), self.completed()
+    def per_request(self, counter: str) -> tuple[Values, Values]:
+        """A token counter per finished request (parts). SGLang 0.5.23 counts a request's prompt and generated
+        tokens with the request itself, at its finish, aborted requests included (an abort finishes through
+        `collect_metrics` too): dividing by the requests finished without an abort made every prompt of an
+        abandoned request count for no request (a surge with half its requests abandoned read as prompts 2x
+        longer)."""
+        return self.get(f"rate.{counter}"), self.get("rate.requests_total")
 
     def cache_hit(self) -> tuple[Values, Values] | Values:
         """Cached over prompt tokens where the counter was read (parts), else the servers' gauge."""
@@ -296,8 +301,8 @@ def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:
     out: list[Signal] = [
         Signal("arrivals", "arrival rate" if d.arrivals_measured else "arrival rate (inferred)", DEMAND, "req/s",
                d.arrivals(), inferred=not d.arrivals_measured),
-        ratio_signal("prompt_len", "prompt length", DEMAND, "tokens", d.per_completed("prompt_tokens_total")),
-        ratio_signal("output_len", "output length", DEMAND, "tokens", d.per_completed("generation_tokens_total")),
+        ratio_signal("prompt_len", "prompt length", DEMAND, "tokens", d.per_request("prompt_tokens_total")),
+        ratio_signal("output_len", "output length", DEMAND, "tokens", d.per_request("generation_tokens_total")),
         ratio_signal("cache_hit", "prefix-cache hit rate", DEMAND, "ratio", d.cache_hit(), worse=-1),
         ratio_signal("decode_speed", "per-request decode speed", CAPACITY, "tokens/s", d.decode_speed(),
                      worse=-1, min_den=MIN_RUNNING),

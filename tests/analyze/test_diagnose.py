@@ -323,3 +323,13 @@ def test_kv_a_pd_decode_server_preallocated_for_awaited_transfers_is_not_a_small
                   **base)
     v = analyze(ds, 600, 1190, 60).verdict
     assert not v.shifts["kv_per_running"].moved and v.mechanism != KV_CAPACITY, v.headline
+
+
+def test_prompt_length_counts_abandoned_requests_as_sglang_counts_their_prompts():
+    # Half the requests are abandoned from 800 s. SGLang 0.5.23 counts each one's prompt tokens and the request
+    # itself at its (aborted) finish: 2 req/s of 1,000-token prompts all along, whatever the aborts.
+    aborted = [0.0] * 80 + [1.0] * (N - 80)
+    ds = _engine(None, None, rate__prompt_tokens_total=[2000.0] * N, rate__aborted_requests_total=aborted)
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert v.shifts["prompt_len"].incident == pytest.approx(1000, rel=0.05), v.headline
+    assert not v.shifts["prompt_len"].moved and v.mechanism != OVERLOAD, v.headline
