@@ -17,12 +17,14 @@ slowdown, not the other way round; a demand rise explains a slower batch).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
+from monitor.analyze.giveup import give_up
 from monitor.analyze.model import Dataset, Values
 from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, Signal, derive
 from monitor.analyze.sli import SliTrack
@@ -58,6 +60,7 @@ KV_TRANSFER_SLOWDOWN = "kv_transfer_slowdown"
 RESTART = "restart"
 SERVER_DOWN = "server_down"
 GATEWAY_ERRORS = "gateway_errors"
+CLIENT_GIVE_UP = "client_give_up"
 UNEXPLAINED = "unexplained"
 STEADY_BREACH = "steady_breach"  # nothing changed: the target does not hold at this load (monitor.analyze.steady)
 
@@ -69,6 +72,7 @@ TITLES: dict[str, str] = {
     KV_CAPACITY: "KV cache capacity lost (HBM full)", SPEC_ACCEPT_DROP: "speculative accept-length drop",
     KV_TRANSFER_FAILURE: "PD KV transfer failures", KV_TRANSFER_SLOWDOWN: "PD KV transfer slowdown",
     RESTART: "server restart", SERVER_DOWN: "server down", GATEWAY_ERRORS: "gateway errors",
+    CLIENT_GIVE_UP: "clients giving up (a client or gateway timeout)",
     UNEXPLAINED: "SLO breach without a demand or capacity change",
     STEADY_BREACH: "no incident: the SLO does not hold at this steady load",
 }
@@ -90,6 +94,7 @@ RULES: tuple[Rule, ...] = (
     Rule(KV_TRANSFER_FAILURE, (("transfer_failed", 0.0), ("bootstrap_failed", 0.0))),
     Rule(ACCELERATOR_UNHEALTHY, (("unhealthy", 0.0),)),
     Rule(GATEWAY_ERRORS, (("router_errors", 0.0), ("gateway_failed", 0.0))),
+    Rule(CLIENT_GIVE_UP, (("gave_up", 0.0),)),
     Rule(ACCELERATOR_OVERHEAT, (("temperature", ANALYSIS_TEMPERATURE_RISE_CELSIUS),), frozenset({"temperature"})),
     Rule(SPEC_ACCEPT_DROP, (("accept_length", ANALYSIS_ACCEPT_CHANGE),)),
     Rule(KV_CAPACITY, (("retractions", 0.0), ("kv_per_running", ANALYSIS_KV_SHARE_CHANGE), ("hbm", ANALYSIS_HBM_RISE)),
@@ -424,7 +429,8 @@ CONSEQUENCE_ORDER = ("running", "queued", "token_usage", "utilization", "power",
 
 
 def _consequences(sh: dict[str, Shift], cause: Shift | None) -> list[Shift]:
-    out = [sh[k] for k in CONSEQUENCE_ORDER if k in sh and sh[k].moved]
+    same = "aborted" if cause is not None and cause.signal.key == "gave_up" else None  # the cause itself
+    out = [sh[k] for k in CONSEQUENCE_ORDER if k in sh and sh[k].moved and k != same]
     if cause is not None:  # capacity signals that moved after the cause (or with it) and are not it
         out += [s for s in sh.values() if s.signal.side == CAPACITY and s.moved and s is not cause
                 and s.signal.key not in ("temperature",)]
@@ -437,6 +443,17 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     signals = derive(ds, tracks)
     half = half_width(ds.step, window)
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
+    left = sh.get("gave_up")
+    if left is not None and left.moved:
+        # Aborts count as clients giving up only when they piled at one age (monitor/analyze/giveup.py).
+        vals = left.signal.values
+        top = max((vals[i] or 0.0 for i in base_idx), default=0.0)
+        during = [i for i in focus if (vals[i] or 0.0) > top]  # the steps of the aborts, not the whole range
+        age = give_up(ds.hists.get("e2e") or (), base_idx, during,
+                      sum((vals[i] or 0.0) * ds.step for i in during))
+        sh["gave_up"] = (dataclasses.replace(left, signal=dataclasses.replace(
+            left.signal, label=f"requests aborted at {age.lo:g}–{age.hi:g} s of age")) if age is not None
+            else dataclasses.replace(left, changed_at=None, moved=False))
     cands = _candidates(sh, tie=(half + 1) * ds.step)
     breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
     # Demand and capacity moves too faint to name: they keep "no incident" from being said with confidence.

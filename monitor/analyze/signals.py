@@ -165,6 +165,13 @@ class Derive:
                    for a, b in zip(self.get("rate.requests_total"), self.get("rate.aborted_requests_total")))
         return _map(ok, lambda v: max(v, 0.0))
 
+    def abandoned(self) -> Values:
+        """Aborted requests per second that no PD transfer or bootstrap failure accounts for (the emulator
+        counts those aborts too): the candidates for clients that gave up (diagnose gates them on one age)."""
+        fails = _add(self.get("rate.transfer_failed_total"), self.get("rate.bootstrap_failed_total"))
+        return tuple(None if a is None else max(a - (f or 0.0), 0.0)
+                     for a, f in zip(self.get("rate.aborted_requests_total"), fails))
+
     def per_request(self, counter: str) -> tuple[Values, Values]:
         """A token counter per finished request (parts). SGLang 0.5.23 counts a request's prompt and generated
         tokens with the request itself, at its finish, aborted requests included (an abort finishes through
@@ -322,6 +329,7 @@ def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:
         Signal("bootstrap_failed", "PD bootstrap failures", EVENT, "req/s", d.get("rate.bootstrap_failed_total")),
         Signal("router_errors", "gateway request errors", EVENT, "1/s", d.get("router_errors")),
         Signal("gateway_failed", "gateway failed requests (availability SLI)", EVENT, "ratio", d.gateway_failed_share()),
+        Signal("gave_up", "requests abandoned", EVENT, "req/s", d.abandoned()),
         Signal("restarts", "restarts (counter resets)", EVENT, "count", d.get("restarts")),
         Signal("targets_down", "targets down", EVENT, "targets", d.get("targets_down")),
         Signal("tpot_mean", "TPOT (mean)", SYMPTOM, "s", d.sli_mean("tpot")),

@@ -218,6 +218,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             f"  curl -s -X POST {emulator.control_url}/control/incident -H 'content-type: application/json' "
             + "-d '" + json.dumps({"deployment": first, "kind": "tpot_regression", "factor": 3}) + "'\n"
             f"  (kinds: tpot_regression ttft_spike queue_buildup restart down npu_overheat hbm_full kv_transfer_failure "
+            "spec_accept_drop client_timeout "
             f"metrics_disabled; clear: curl -X POST {emulator.control_url}/control/clear)"
         )
         print("\n".join(banner), flush=True)

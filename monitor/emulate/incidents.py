@@ -37,10 +37,11 @@ KINDS: tuple[str, ...] = (
     "metrics_disabled",  # /metrics answers 404 (server launched without --enable-metrics)
     "kv_transfer_failure",  # PD: this share (`factor`, 0..1) of KV transfers fails; the request aborts
     "spec_accept_drop",  # speculative decoding accepts `factor` times fewer tokens per step (no effect without it)
+    "client_timeout",  # clients hang up on requests still unanswered `factor` seconds after sending them
 )
 DEFAULT_FACTOR: dict[str, float] = {
     "tpot_regression": 2.0, "ttft_spike": 4.0, "queue_buildup": 3.0, "npu_overheat": 1.5,
-    "kv_transfer_failure": 0.5, "hbm_full": 0.7, "spec_accept_drop": 2.0,
+    "kv_transfer_failure": 0.5, "hbm_full": 0.7, "spec_accept_drop": 2.0, "client_timeout": 10.0,
 }
 # Overheating: degrees Celsius above the chip's normal temperature per unit of slowdown (x1.5 -> +20 degC), and
 # the time constant the chip heats and cools with (a first-order thermal response, not a step).
@@ -175,6 +176,7 @@ class Effects:
     down: bool = False
     metrics_disabled: bool = False
     transfer_failure: float = 0.0  # probability that a KV transfer fails
+    client_timeout: float | None = None  # seconds a client waits for its whole answer (None: as long as it takes)
 
     def accepted(self, accept: float) -> float:
         """Tokens accepted per verify step under an accept-length drop (never below the one token a step
@@ -232,6 +234,7 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
     tpot = ttft = arrivals = kv_share = accept_drop = throttle = 1.0
     transfer_ok = 1.0
     heat = 0.0
+    patience: float | None = None
     flags = {"hbm_full": False, "overheat": False, "down": False, "metrics_disabled": False}
     for inc in incidents:
         # Arrivals come from the clients in front of the whole deployment, whatever the role.
@@ -260,8 +263,10 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
             flags["metrics_disabled"] = True
         elif inc.kind == "kv_transfer_failure":
             transfer_ok *= 1.0 - inc.factor * k
+        elif inc.kind == "client_timeout":
+            patience = inc.factor if patience is None else min(patience, inc.factor)
     return Effects(tpot * throttle, ttft, arrivals, kv_share=kv_share, accept_drop=accept_drop, **flags,
-                   heat=heat, throttle=throttle, transfer_failure=1.0 - transfer_ok)
+                   heat=heat, throttle=throttle, transfer_failure=1.0 - transfer_ok, client_timeout=patience)
 
 
 def restarting(incidents: list[Incident], role: str, now: float) -> bool:

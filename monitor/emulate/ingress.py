@@ -81,6 +81,9 @@ class Ingress:
         req = Req(rid, shape, dep.now, answer, answer.next_rank())
         dep.live[rid] = req
         dep.observer.http_request(answer)
+        patience = dep.effects(answer.spec.role).client_timeout
+        if patience is not None:  # a client (or the gateway in front) that gives up: `client_timeout`
+            dep.schedule(dep.now + patience, self.client_gone, req)
         if unified:
             req.t_wait = dep.now + REQUEST_PROCESS_SECONDS
             dep.schedule(req.t_wait, dep.scheduler.enqueue, req)

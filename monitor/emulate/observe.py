@@ -80,7 +80,9 @@ class Observer:
         if tpot is not None:
             store.observe(SLI_FAMILIES["tpot"], ls, self.dep.buckets["tpot"], tpot)
         if not req.real:
-            if shape.finish_reason == "abort":
+            if shape.finish_reason == "abort" and not req.abort_message:
+                # A synthetic client drawn to abandon its request; an abort where the request was (`aborted`)
+                # counts itself.
                 store.inc("sglang:num_aborted_requests", base)
             status = "499" if shape.finish_reason == "abort" else "200"
             store.inc("sglang:http_responses", {**HTTP_LABELS, "status_code": status})

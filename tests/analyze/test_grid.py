@@ -27,7 +27,7 @@ def test_the_seed_halves_are_disjoint_and_every_seed_has_one():
 def test_every_kind_has_three_magnitudes_and_the_rates_go_from_light_to_busy():
     singles = [c for c in grid.CELLS if c.magnitude in grid.MAGNITUDES]
     steps = {c.scenario for c in singles if not any(i.ramp for i in c.injects)}
-    assert len(steps) == 10  # every injectable kind of the confusion table, PD prefill-only included
+    assert len(steps) == 11  # every injectable kind of the confusion table, PD prefill-only included
     for k in steps:
         assert [c.magnitude for c in singles if c.scenario == k] == list(grid.MAGNITUDES)
     # A slowdown and a surge ramped in over RAMP seconds too, at medium and strong.

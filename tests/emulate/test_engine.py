@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.conventions.slis import SLI_FAMILIES
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.incidents import Incident, parse_spec
 from monitor.emulate.loadgen import LoadShape
@@ -316,3 +317,33 @@ def test_unified_server_observes_prefill_forward_and_no_prefill_waiting(config):
     dep = EmulatedDeployment(config.deployment("mixed"), seed=3)
     dep.advance(120)
     assert set(stage_means(dep.servers[0])) == {"prefill_forward"}
+
+
+def _e2e_buckets(srv) -> list[float]:
+    """The server's E2E latency histogram, per bucket, summed over its children."""
+    out: list[float] = []
+    for (name, _), h in srv.store.histograms.items():
+        if name == SLI_FAMILIES["e2e"]:
+            out = [a + b for a, b in zip(out, h.counts)] if out else list(h.counts)
+    return out
+
+
+def test_client_timeout_aborts_what_is_still_unanswered_at_one_age(config):
+    dep = EmulatedDeployment(config.deployment("mixed"), seed=5)
+    dep.advance(300)
+    srv = next(s for s in dep.servers if s.spec.role == "server")
+    dep.add_incident(Incident("mixed", "client_timeout", factor=2.0, start=dep.now, duration=300))
+    dep.advance(60)  # the requests sent before it (answers of up to ~40 s here) have finished
+    aborted, before = srv.store.counter_value("sglang:num_aborted_requests"), _e2e_buckets(srv)
+    dep.advance(240)
+    gave_up = srv.store.counter_value("sglang:num_aborted_requests") - aborted
+    during = [b - a for a, b in zip(before, _e2e_buckets(srv))]
+    # Every request unanswered 2 s after it was sent is abandoned, and SGLang aborts it 2 s later: they
+    # finish at 4 s of age, all in the E2E bucket (2, 4] s (SGLang counts an aborted request's E2E latency).
+    edges = list(dep.buckets["e2e"])
+    at = edges.index(4.0)
+    assert gave_up > 50 and during[at] >= gave_up * 0.9, (gave_up, during)
+    assert sum(during[at + 1:]) < 0.1 * gave_up  # nothing older: nobody waits past the timeout
+    aborted = srv.store.counter_value("sglang:num_aborted_requests")
+    dep.advance(300)  # the incident ended: only the few clients that hang up on their own
+    assert srv.store.counter_value("sglang:num_aborted_requests") - aborted < 0.1 * gave_up

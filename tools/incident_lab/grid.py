@@ -153,6 +153,9 @@ CELLS: Final[tuple[Cell, ...]] = (
              [(f, f"prefill x{f:g}") for f in (1.3, 2, 4)], role="prefill"),
     *_single("spec-accept-drop", "spec_accept_drop", m.SPEC_ACCEPT_DROP, "spec",
              [(f, f"accept length /{f:g}") for f in (1.3, 2, 4)]),
+    # Clients (or the gateway) give up on requests unanswered after FACTOR s; SGLang aborts them 2 s later.
+    *_single("client-timeout", "client_timeout", m.CLIENT_GIVE_UP, "llama",
+             [(f, f"clients give up at {f:g} s") for f in (3, 2, 1)]),
     # Ramps: the same slowdown and surge growing to full strength over RAMP seconds, as a leak, a fleet rollout
     # or a diurnal climb does, instead of a step (medium and strong: a weak ramp is a weak step, slower).
     *[c for c in _single("tpot-regression-ramp", "tpot_regression", m.DECODE_SLOWDOWN, "llama",

@@ -82,6 +82,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              note="PD, prefill servers only"),
     Scenario("spec-accept-drop", "spec_accept_drop", m.SPEC_ACCEPT_DROP, SPEC, _at("spec_accept_drop", "2"),
              note="EAGLE, 4 draft tokens"),
+    Scenario("client-timeout", "client_timeout", m.CLIENT_GIVE_UP, LLAMA, _at("client_timeout", "2"),
+             note="clients give up at 2 s"),
 )
 
 

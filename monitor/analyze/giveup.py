@@ -1,0 +1,84 @@
+"""Whether aborted requests were abandoned at one age: a client's or a gateway's timeout. Pure.
+
+SGLang 0.5.23 (managers/tokenizer_manager.py) counts `num_aborted_requests_total` when it sends the abort, and the
+aborted request then finishes through `collect_metrics` like any other: its E2E latency, the age it was aborted
+at, is observed in `e2e_request_latency_seconds`. Neither says why it was aborted, nor at what age alone. A
+timeout leaves a shape that random hang-ups, failures and slowdowns do not:
+
+- many aborts (GIVE_UP_MIN, and GIVE_UP_MIN_SHARE of the requests that finished);
+- the incident's E2E observations pile into one bucket beyond what the baseline's distribution puts there, by
+  about as many as were aborted (GIVE_UP_SHARE to 1 / GIVE_UP_SHARE of them: a slowdown moves every request,
+  many more than it aborts);
+- and nothing waits longer: the share of E2E observations above that bucket falls to at most TRUNCATED of the
+  baseline's (where the baseline had any there).
+
+(A client that gives up at T is aborted ~2 s later: SGLang notices a gone client when it next writes to it.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from monitor.slo.histogram import Hist
+
+GIVE_UP_MIN: Final = 10.0  # aborted requests in the incident
+GIVE_UP_MIN_SHARE: Final = 0.05  # of the E2E observations (requests finished) in the incident
+GIVE_UP_SHARE: Final = 0.5  # the pile's excess observations against the aborts: from this share to its inverse
+TRUNCATED: Final = 0.5  # share above the pile, incident against baseline
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """Aborts piled at one age: the E2E bucket (lo, hi] and how many more observations it had than usual."""
+
+    lo: float
+    hi: float
+    excess: float
+    aborted: float
+
+    def describe(self) -> str:
+        return (f"{self.aborted:.0f} requests aborted, {self.excess:.0f} more than usual finishing at "
+                f"{self.lo:g}–{self.hi:g} s of age (one age: a client or gateway timeout)")
+
+
+def _buckets(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> list[float] | None:
+    """Per-bucket (not cumulative) E2E observations of the steps `idx`, summed; None where the layout varies."""
+    out: list[float] | None = None
+    edges = None
+    for i in idx:
+        if not 0 < i < len(hs):
+            continue
+        new, old = hs[i], hs[i - 1]
+        if new is None or old is None or new.edges != old.edges or (edges is not None and new.edges != edges):
+            continue
+        edges = new.edges
+        cum = [max(a - b, 0.0) for a, b in zip(new.cumulative, old.cumulative)]
+        per = [cum[0], *(max(b - a, 0.0) for a, b in zip(cum, cum[1:]))]
+        out = per if out is None else [a + b for a, b in zip(out, per)]
+    return out
+
+
+def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence[int],
+            aborted: float) -> GiveUp | None:
+    """The bucket the E2E observations of the steps `during` (those with the aborts) piled into, when the pile
+    is about the `aborted` requests of those steps and nothing waited longer; None otherwise (or without an
+    E2E histogram, or a baseline with events)."""
+    if aborted < GIVE_UP_MIN:
+        return None
+    base, inc = _buckets(hs, base_idx), _buckets(hs, during)
+    if base is None or inc is None or len(base) != len(inc) or sum(base) <= 0 or sum(inc) <= 0:
+        return None
+    total_base, total_inc = sum(base), sum(inc)
+    if aborted < GIVE_UP_MIN_SHARE * total_inc:
+        return None
+    edges = next(h.edges for h in (hs[i] for i in during) if h is not None)
+    excess = [n - total_inc * b / total_base for n, b in zip(inc, base)]
+    k = max(range(len(excess)), key=excess.__getitem__)
+    if not GIVE_UP_SHARE * aborted <= excess[k] <= aborted / GIVE_UP_SHARE:
+        return None
+    above_base, above_inc = sum(base[k + 1:]) / total_base, sum(inc[k + 1:]) / total_inc
+    if above_base > 0 and above_inc > TRUNCATED * above_base:
+        return None
+    return GiveUp(edges[k - 1] if k else 0.0, edges[k], excess[k], aborted)

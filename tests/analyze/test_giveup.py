@@ -1,0 +1,66 @@
+"""Aborts piled at one age are clients giving up (monitor/analyze/giveup.py), and the verdict names them; random
+hang-ups, failures and slowdowns are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.analyze.diagnose import CLIENT_GIVE_UP, DECODE_SLOWDOWN
+from monitor.analyze.giveup import give_up
+from monitor.analyze.report import analyze
+from monitor.slo.histogram import Hist
+from tests.analyze.test_baseline import N
+from tests.analyze.test_diagnose import _engine, _with
+
+EDGES = (2.0, 4.0, 6.0, 8.0, 10.0, 20.0, float("inf"))
+NORMAL = (0.0, 10.0, 60.0, 25.0, 5.0, 0.0, 0.0)  # per step: E2E of 100 requests, most 4-8 s
+
+
+def _e2e(per_step: list[tuple[float, ...]]) -> tuple[Hist, ...]:
+    """Cumulative histograms from per-step, per-bucket observations."""
+    out, acc, total_sum = [], [0.0] * len(EDGES), 0.0
+    for counts in per_step:
+        acc = [a + c for a, c in zip(acc, counts)]
+        total_sum += sum(c * min(e, 25.0) for c, e in zip(counts, EDGES))
+        cum, run = [], 0.0
+        for a in acc:
+            run += a
+            cum.append(run)
+        out.append(Hist(EDGES, tuple(cum), total_sum, cum[-1]))
+    return tuple(out)
+
+
+# From step 80 clients give up at 2 s: 40 of each step's 100 requests are aborted at 4 s of age, nothing is older.
+TIMEOUT = (0.0, 10.0 + 50.0, 40.0, 0.0, 0.0, 0.0, 0.0)
+SLOWER = (0.0, 0.0, 10.0, 60.0, 25.0, 5.0, 0.0)  # every request a bucket later: a slowdown
+
+
+def test_aborts_piled_at_one_age_with_nothing_older_are_a_timeout():
+    hs = _e2e([NORMAL] * 80 + [TIMEOUT] * (N - 80))
+    found = give_up(hs, range(1, 70), range(80, N), aborted=40.0 * (N - 80))
+    assert found is not None and (found.lo, found.hi) == (2.0, 4.0)
+    assert found.excess == pytest.approx(40.0 * (N - 80), rel=0.3)
+
+
+@pytest.mark.parametrize(("later", "aborted", "why"), [
+    (SLOWER, 40.0, "a slowdown moves every request, far more than it aborts"),
+    (TIMEOUT, 5.0, "a few aborts are clients hanging up on their own"),
+    (NORMAL, 400.0, "aborts that leave the ages as they were are no timeout"),
+])
+def test_what_is_not_a_timeout(later, aborted, why):
+    hs = _e2e([NORMAL] * 80 + [later] * (N - 80))
+    assert give_up(hs, range(1, 70), range(80, N), aborted=aborted) is None, why
+
+
+def test_the_verdict_names_clients_giving_up_and_not_the_aborts_as_their_consequence():
+    aborted = [0.1] * 80 + [4.0] * (N - 80)  # 40 of the 100 requests a step (10 s) from 800 s
+    ds = _with(_engine(None, None, rate__aborted_requests_total=aborted),
+               {"e2e": _e2e([NORMAL] * 80 + [TIMEOUT] * (N - 80))}, {})
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert v.mechanism == CLIENT_GIVE_UP and v.cause.signal.key == "gave_up", v.headline
+    assert "requests aborted at 2–4 s of age" in v.headline and "aborted requests rate" not in v.headline
+    # The same aborts with the ages of a slowdown: not a timeout (and the slowdown is what the engine says).
+    slow = _with(_engine(80, None, rate__aborted_requests_total=aborted),
+                 {"e2e": _e2e([NORMAL] * 80 + [SLOWER] * (N - 80))}, {})
+    v = analyze(slow, 600, 1190, 60).verdict
+    assert v.mechanism == DECODE_SLOWDOWN and not v.shifts["gave_up"].moved, v.headline
