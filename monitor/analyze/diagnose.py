@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
-from monitor.analyze.giveup import give_up
+from monitor.analyze.giveup import GIVE_UP_MIN, give_up
 from monitor.analyze.model import Dataset, Values
 from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, Signal, derive
 from monitor.analyze.sli import SliTrack
@@ -444,6 +444,7 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     half = half_width(ds.step, window)
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
     left = sh.get("gave_up")
+    dropped: list[Shift] = []  # aborts that rose, though not at one age
     if left is not None and left.moved:
         # Aborts count as clients giving up only when they piled at one age (monitor/analyze/giveup.py).
         vals = left.signal.values
@@ -454,6 +455,9 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         sh["gave_up"] = (dataclasses.replace(left, signal=dataclasses.replace(
             left.signal, label=f"requests aborted at {age.lo:g}–{age.hi:g} s of age")) if age is not None
             else dataclasses.replace(left, changed_at=None, moved=False))
+        if age is None and left.events >= GIVE_UP_MIN:  # many: something is happening, even if not a timeout
+            dropped.append(dataclasses.replace(left, signal=dataclasses.replace(
+                left.signal, label="requests aborted (at no one age)")))
     cands = _candidates(sh, tie=(half + 1) * ds.step)
     breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
     # Demand and capacity moves too faint to name: they keep "no incident" from being said with confidence.
@@ -475,10 +479,11 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         # "No incident" is said with high confidence only when nothing left its noise band either: no faint
         # demand or capacity move, and no consequence that moved without a cause (more requests running or
         # more KV held is something happening, even when no SLI suffered yet).
-        conf = "low" if breached or faint or moved else ("high" if baseline_ok else "medium")
+        conf = "low" if breached or faint or moved or dropped else ("high" if baseline_ok else "medium")
         tail = (f"; only consequences moved ({_join([s.signal.label for s in moved])}): look outside the "
                 "engine (clients, network) or widen the range" if moved and breached else
-                f"; {_join([s.describe() for s in moved])} with no cause found" if moved else "")
+                f"; {_join([s.describe() for s in moved + dropped])} with no cause found" if moved or dropped
+                else "")
         if faint:
             tail += (f"; {_join([s.describe() for s in faint])}: under the threshold to name a cause, but past "
                      "the baseline's noise (a weak incident may hide here)")
