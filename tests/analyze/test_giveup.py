@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.analyze.diagnose import CLIENT_GIVE_UP, DECODE_SLOWDOWN
+from monitor.analyze.diagnose import CLIENT_GIVE_UP, DECODE_SLOWDOWN, HEALTHY
 from monitor.analyze.giveup import give_up
 from monitor.analyze.report import analyze
 from monitor.slo.histogram import Hist
@@ -64,3 +64,13 @@ def test_the_verdict_names_clients_giving_up_and_not_the_aborts_as_their_consequ
                  {"e2e": _e2e([NORMAL] * 80 + [SLOWER] * (N - 80))}, {})
     v = analyze(slow, 600, 1190, 60).verdict
     assert v.mechanism == DECODE_SLOWDOWN and not v.shifts["gave_up"].moved, v.headline
+
+
+def test_many_aborts_at_no_one_age_keep_no_incident_from_high_confidence():
+    # 40 aborts a step from 800 s, the ages as they were (clients giving up at random, or a timeout whose age
+    # falls where the requests finish anyway): not a timeout, but not "nothing happened" either.
+    aborted = [0.0] * 80 + [4.0] * (N - 80)
+    ds = _with(_engine(None, None, rate__aborted_requests_total=aborted), {"e2e": _e2e([NORMAL] * N)}, {})
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert v.mechanism == HEALTHY and v.confidence == "low", v.headline
+    assert "requests aborted (at no one age)" in v.headline and "with no cause found" in v.headline, v.headline
