@@ -443,21 +443,7 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     signals = derive(ds, tracks)
     half = half_width(ds.step, window)
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
-    left = sh.get("gave_up")
-    dropped: list[Shift] = []  # aborts that rose, though not at one age
-    if left is not None and left.moved:
-        # Aborts count as clients giving up only when they piled at one age (monitor/analyze/giveup.py).
-        vals = left.signal.values
-        top = max((vals[i] or 0.0 for i in base_idx), default=0.0)
-        during = [i for i in focus if (vals[i] or 0.0) > top]  # the steps of the aborts, not the whole range
-        age = give_up(ds.hists.get("e2e") or (), base_idx, during,
-                      sum((vals[i] or 0.0) * ds.step for i in during))
-        sh["gave_up"] = (dataclasses.replace(left, signal=dataclasses.replace(
-            left.signal, label=f"requests aborted at {age.lo:g}–{age.hi:g} s of age")) if age is not None
-            else dataclasses.replace(left, changed_at=None, moved=False))
-        if age is None and left.events >= GIVE_UP_MIN:  # many: something is happening, even if not a timeout
-            dropped.append(dataclasses.replace(left, signal=dataclasses.replace(
-                left.signal, label="requests aborted (at no one age)")))
+    dropped = _gate_give_up(ds, sh, base_idx, focus)
     cands = _candidates(sh, tie=(half + 1) * ds.step)
     breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
     # Demand and capacity moves too faint to name: they keep "no incident" from being said with confidence.
@@ -518,6 +504,27 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         head += f"; with {TITLES[other[0]]} contributing ({other[1].describe()}{_when(other[1].changed_at)})"
     head += f"; {breach}."
     return Verdict(mech, conf, head, cause, cands, sh)
+
+
+def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], focus: range) -> list[Shift]:
+    """Aborts count as clients giving up only when they piled at one age (monitor/analyze/giveup.py): the
+    `gave_up` shift is relabelled with that age, or left as not moved. Returns the aborts that rose by
+    GIVE_UP_MIN or more at no one age (something happened, even if not a timeout)."""
+    left = sh.get("gave_up")
+    if left is None or not left.moved:
+        return []
+    vals = left.signal.values
+    top = max((vals[i] or 0.0 for i in base_idx), default=0.0)
+    during = [i for i in focus if (vals[i] or 0.0) > top]  # the steps of the aborts, not the whole range
+    age = give_up(ds.hists.get("e2e") or (), base_idx, during, sum((vals[i] or 0.0) * ds.step for i in during))
+    if age is not None:
+        sh["gave_up"] = dataclasses.replace(left, signal=dataclasses.replace(
+            left.signal, label=f"requests aborted at {age.lo:g}–{age.hi:g} s of age"))
+        return []
+    sh["gave_up"] = dataclasses.replace(left, changed_at=None, moved=False)
+    if left.events < GIVE_UP_MIN:
+        return []
+    return [dataclasses.replace(left, signal=dataclasses.replace(left.signal, label="requests aborted (at no one age)"))]
 
 
 def _contributing(mech: str, cands: list[tuple[str, Shift]], tie: float) -> tuple[str, Shift] | None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from monitor.slo.histogram import Hist
+from monitor.slo.histogram import Hist, delta
 
 GIVE_UP_MIN: Final = 10.0  # aborted requests in the incident
 GIVE_UP_MIN_SHARE: Final = 0.05  # of the E2E observations (requests finished) in the incident
@@ -38,10 +38,6 @@ class GiveUp:
     excess: float
     aborted: float
 
-    def describe(self) -> str:
-        return (f"{self.aborted:.0f} requests aborted, {self.excess:.0f} more than usual finishing at "
-                f"{self.lo:g}–{self.hi:g} s of age (one age: a client or gateway timeout)")
-
 
 def _buckets(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> list[float] | None:
     """Per-bucket (not cumulative) E2E observations of the steps `idx`, summed; None where the layout varies."""
@@ -54,7 +50,7 @@ def _buckets(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> list[floa
         if new is None or old is None or new.edges != old.edges or (edges is not None and new.edges != edges):
             continue
         edges = new.edges
-        cum = [max(a - b, 0.0) for a, b in zip(new.cumulative, old.cumulative)]
+        cum = delta(new, old).cumulative
         per = [cum[0], *(max(b - a, 0.0) for a, b in zip(cum, cum[1:]))]
         out = per if out is None else [a + b for a, b in zip(out, per)]
     return out

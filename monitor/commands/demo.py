@@ -161,7 +161,7 @@ def _traffic_line(gens: dict[str, Any], seconds: float) -> str:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
-    from monitor.emulate import Emulator
+    from monitor.emulate import INCIDENT_KINDS, Emulator
     from monitor.emulate.loadgen import LoadGenerator, Servers
     from monitor.sidecar import Sidecar
 
@@ -217,9 +217,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             "inject an incident and watch the burn rate climb:\n"
             f"  curl -s -X POST {emulator.control_url}/control/incident -H 'content-type: application/json' "
             + "-d '" + json.dumps({"deployment": first, "kind": "tpot_regression", "factor": 3}) + "'\n"
-            f"  (kinds: tpot_regression ttft_spike queue_buildup restart down npu_overheat hbm_full kv_transfer_failure "
-            "spec_accept_drop client_timeout "
-            f"metrics_disabled; clear: curl -X POST {emulator.control_url}/control/clear)"
+            f"  (kinds: {' '.join(INCIDENT_KINDS)}; clear: curl -X POST {emulator.control_url}/control/clear)"
         )
         print("\n".join(banner), flush=True)
         started = loop.time()
