@@ -318,7 +318,8 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
     if t is not None and t.moved and "power" in signals:
         # A chip warms when it works harder, and then its power rises first (the die's heat lags the power it
         # draws); an overheating one (cooling, fans, ambient) warms first and throttles. A warming that a
-        # power rise led (or came with, a step apart at most) and explains is load, not heat: a die's rise
+        # power rise led (or came with, within the smoothing's reach: a centred mean of 2 x half + 1 points
+        # dates a step to +-half points) and explains is load, not heat: a die's rise
         # above its inlet air is proportional to its power, so a power ratio r explains up to
         # (T - ANALYSIS_INLET_CELSIUS) x (r - 1) degrees. A throttled chip holds requests longer, and Little's
         # law then raises its power by a little too, far short of its warming.
@@ -326,7 +327,7 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
         explained = (p.ratio is not None and t.baseline is not None and t.incident is not None
                      and t.incident - t.baseline <= max(t.baseline - ANALYSIS_INLET_CELSIUS, 0.0) * (p.ratio - 1))
         if p.moved and p.changed_at is not None and t.changed_at is not None and \
-                p.changed_at <= t.changed_at + step and explained:
+                p.changed_at <= t.changed_at + half * step and explained:
             out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)
     return out
 

@@ -192,14 +192,18 @@ def test_time_spent_queued_is_never_reported_as_prefill_time():
     assert v.shifts["prefill_time"].baseline == pytest.approx(0.5, rel=0.05)
 
 
-@pytest.mark.parametrize(("power_rise", "warming", "want"), [
-    (1.0, 8.0, ACCELERATOR_OVERHEAT),
-    (1.4, 8.0, None),  # 40 % more power explains up to (55 - 25) x 0.4 = 12 degC of warming
-    (1.12, 26.0, ACCELERATOR_OVERHEAT),  # a throttled chip's Little's-law power rise does not explain +26 degC
+@pytest.mark.parametrize(("power_rise", "warming", "want", "power_late"), [
+    (1.0, 8.0, ACCELERATOR_OVERHEAT, 0),
+    (1.4, 8.0, None, 0),  # 40 % more power explains up to (55 - 25) x 0.4 = 12 degC of warming
+    # Dated two steps after the warming: within what a 5-point centred mean can tell apart (a noisy hottest-chip
+    # reading crossed its midpoint early on a 0.5 s Prometheus step, and a load rise was named overheating).
+    (1.4, 8.0, None, 2),
+    (1.4, 8.0, ACCELERATOR_OVERHEAT, 4),  # power that follows well after is the throttled chip's, not load's
+    (1.12, 26.0, ACCELERATOR_OVERHEAT, 0),  # a throttled chip's Little's-law power rise does not explain +26 degC
 ])
-def test_a_chip_that_warms_while_drawing_more_power_is_load_not_overheating(power_rise, warming, want):
+def test_a_chip_that_warms_while_drawing_more_power_is_load_not_overheating(power_rise, warming, want, power_late):
     temp = [55.0] * 80 + [55.0 + warming] * (N - 80)
-    power = [300.0] * 80 + [300.0 * power_rise] * (N - 80)
+    power = [300.0] * (80 + power_late) + [300.0 * power_rise] * (N - 80 - power_late)
     v = analyze(_engine(None, None, accel__temperature_max=temp, accel__power_mean=power), 600, 1190, 60).verdict
     if want:
         assert v.mechanism == want and v.cause.signal.key == "temperature", v.headline
