@@ -510,7 +510,8 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
 def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], focus: range) -> list[Shift]:
     """Aborts count as clients giving up only when they piled at one age (monitor/analyze/giveup.py): the
     `gave_up` shift is relabelled with that age, or left as not moved. Returns the aborts that rose by
-    GIVE_UP_MIN or more at no one age (something happened, even if not a timeout)."""
+    ANALYSIS_TRACE_SHARE x GIVE_UP_MIN or more at no one age (something happened, even if not a timeout, or
+    too few of them to read an age from: a trace, like a demand or capacity move under its threshold)."""
     left = sh.get("gave_up")
     if left is None or not left.moved:
         return []
@@ -523,9 +524,10 @@ def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], fo
             left.signal, label=f"requests aborted at {age.lo:g}–{age.hi:g} s of age"))
         return []
     sh["gave_up"] = dataclasses.replace(left, changed_at=None, moved=False)
-    if left.events < GIVE_UP_MIN:
+    if left.events < ANALYSIS_TRACE_SHARE * GIVE_UP_MIN:
         return []
-    return [dataclasses.replace(left, signal=dataclasses.replace(left.signal, label="requests aborted (at no one age)"))]
+    how = "at no one age" if left.events >= GIVE_UP_MIN else "too few to read an age from"
+    return [dataclasses.replace(left, signal=dataclasses.replace(left.signal, label=f"requests aborted ({how})"))]
 
 
 def _contributing(mech: str, cands: list[tuple[str, Shift]], tie: float) -> tuple[str, Shift] | None:

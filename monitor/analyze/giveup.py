@@ -8,7 +8,9 @@ timeout leaves a shape that random hang-ups, failures and slowdowns do not:
 - many aborts (GIVE_UP_MIN, and GIVE_UP_MIN_SHARE of the requests that finished);
 - the incident's E2E observations pile into one bucket beyond what the baseline's distribution puts there, by
   about as many as were aborted (GIVE_UP_SHARE to 1 / GIVE_UP_SHARE of them: a slowdown moves every request,
-  many more than it aborts);
+  many more than it aborts). Only requests that would have ended above the bucket can move into it: a timeout
+  inside the usual answers' own bucket (most requests aborted at about the age they would have finished at)
+  piles up only the baseline's share above it, so that share caps what the pile must hold;
 - and nothing waits longer: the share of E2E observations above that bucket falls to at most TRUNCATED of the
   baseline's (where the baseline had any there).
 
@@ -72,9 +74,10 @@ def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence
     edges = next(h.edges for h in (hs[i] for i in during) if h is not None)
     excess = [n - total_inc * b / total_base for n, b in zip(inc, base)]
     k = max(range(len(excess)), key=excess.__getitem__)
-    if not GIVE_UP_SHARE * aborted <= excess[k] <= aborted / GIVE_UP_SHARE:
-        return None
     above_base, above_inc = sum(base[k + 1:]) / total_base, sum(inc[k + 1:]) / total_inc
+    movable = min(aborted, total_inc * above_base)  # aborts that could leave a bucket above k (see above)
+    if not GIVE_UP_SHARE * movable <= excess[k] <= aborted / GIVE_UP_SHARE:
+        return None
     if above_base > 0 and above_inc > TRUNCATED * above_base:
         return None
     return GiveUp(edges[k - 1] if k else 0.0, edges[k], excess[k], aborted)

@@ -42,6 +42,15 @@ def test_aborts_piled_at_one_age_with_nothing_older_are_a_timeout():
     assert found.excess == pytest.approx(40.0 * (N - 80), rel=0.3)
 
 
+def test_a_timeout_inside_the_usual_answers_bucket_is_a_timeout_with_the_pile_it_can_make():
+    # Clients give up where most answers end anyway (4-6 s): 80 of each step's 100 requests are aborted there,
+    # but only the 30 that would have ended later add to that bucket; nothing is older.
+    inside = (0.0, 10.0, 90.0, 0.0, 0.0, 0.0, 0.0)
+    hs = _e2e([NORMAL] * 80 + [inside] * (N - 80))
+    found = give_up(hs, range(1, 70), range(80, N), aborted=80.0 * (N - 80))
+    assert found is not None and (found.lo, found.hi) == (4.0, 6.0)
+
+
 @pytest.mark.parametrize(("later", "aborted", "why"), [
     (SLOWER, 40.0, "a slowdown moves every request, far more than it aborts"),
     (TIMEOUT, 5.0, "a few aborts are clients hanging up on their own"),
@@ -74,3 +83,15 @@ def test_many_aborts_at_no_one_age_keep_no_incident_from_high_confidence():
     v = analyze(ds, 600, 1190, 60).verdict
     assert v.mechanism == HEALTHY and v.confidence == "low", v.headline
     assert "requests aborted (at no one age)" in v.headline and "with no cause found" in v.headline, v.headline
+
+
+@pytest.mark.parametrize(("aborts", "trace"), [(6, True), (3, False)])
+def test_a_few_aborts_are_a_trace_that_keeps_no_incident_from_high_confidence(aborts, trace):
+    # Too few aborts to read an age from (under GIVE_UP_MIN) but half of it or more: a trace, like a demand or
+    # capacity move under its threshold. Fewer are clients hanging up on their own.
+    aborted = [0.0] * 80 + [0.1] * aborts + [0.0] * (N - 80 - aborts)  # one abort a step (10 s)
+    ds = _with(_engine(None, None, rate__aborted_requests_total=aborted), {"e2e": _e2e([NORMAL] * N)}, {})
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert v.mechanism == HEALTHY and ("too few to read an age from" in v.headline) == trace, v.headline
+    if trace:
+        assert v.confidence == "low", v.headline

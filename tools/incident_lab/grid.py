@@ -153,9 +153,11 @@ CELLS: Final[tuple[Cell, ...]] = (
              [(f, f"prefill x{f:g}") for f in (1.3, 2, 4)], role="prefill"),
     *_single("spec-accept-drop", "spec_accept_drop", m.SPEC_ACCEPT_DROP, "spec",
              [(f, f"accept length /{f:g}") for f in (1.3, 2, 4)]),
-    # Clients (or the gateway) give up on requests unanswered after FACTOR s; SGLang aborts them 2 s later.
+    # Clients (or the gateway) give up on requests unanswered after FACTOR s; SGLang aborts them 2 s later. The
+    # scale is the share of answers cut: at the light rate they take 3-6 s, so weak (aborted at 4.5 s) cuts the
+    # slowest few, strong (3 s) nearly all (a 3 s timeout, aborted at 5 s, cut none there: no incident at all).
     *_single("client-timeout", "client_timeout", m.CLIENT_GIVE_UP, "llama",
-             [(f, f"clients give up at {f:g} s") for f in (3, 2, 1)]),
+             [(f, f"clients give up at {f:g} s") for f in (2.5, 2, 1)]),
     # Ramps: the same slowdown and surge growing to full strength over RAMP seconds, as a leak, a fleet rollout
     # or a diurnal climb does, instead of a step (medium and strong: a weak ramp is a weak step, slower).
     *[c for c in _single("tpot-regression-ramp", "tpot_regression", m.DECODE_SLOWDOWN, "llama",
