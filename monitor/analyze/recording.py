@@ -7,7 +7,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from monitor.analyze.catalog import ACCEL_LABELS, LOAD_LABELS, OTHER_LABELS, RATE_LABELS, role_suffix
+from monitor.analyze.catalog import (
+    ACCEL_LABELS,
+    LOAD_LABELS,
+    OTHER_LABELS,
+    RATE_LABELS,
+    STAGE_UNIT,
+    role_suffix,
+    stage_label,
+)
 from monitor.analyze.model import (
     Dataset,
     Series,
@@ -21,8 +29,14 @@ from monitor.analyze.model import (
     sample,
 )
 from monitor.config import Deployment
-from monitor.conventions.names import AVAILABILITY_SLI, GATEWAY_FAILED, GATEWAY_REQUESTS
-from monitor.conventions.slis import ENGINE_ROLES, GOODPUT_SLI
+from monitor.conventions.names import (
+    AVAILABILITY_SLI,
+    GATEWAY_FAILED,
+    GATEWAY_REQUESTS,
+    RECORDED_STAGES,
+    stage_counters,
+)
+from monitor.conventions.slis import ENGINE_ROLES, GOODPUT_SLI, STAGE_ROLES
 from monitor.record.store import Recording, RecordingError
 from monitor.slo.histogram import Hist
 
@@ -123,6 +137,17 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
             rates = tuple(None if a is None or b is None else max(b - a, 0.0) / step
                           for a, b in zip((None, *cum[:-1]), cum))
             series[f"rate.{counter}"] = Series(f"rate.{counter}", label, group, unit, rates)
+    # Each recorded scheduler stage's mean seconds per request in a step (the increase of its _sum over that of
+    # its _count), under the role that observes it: what Prometheus reads as rate(_sum) / rate(_count).
+    for stage in RECORDED_STAGES:
+        secs, reqs = (sample([(s.ts, s.counters[c]) for s in snaps if c in s.counters], times, max_age)
+                      for c in stage_counters(stage))
+        role = next((r for r in STAGE_ROLES[stage] if r in roles), STAGE_ROLES[stage][0])
+        means = tuple(None if None in (s0, s1, n0, n1) or n1 - n0 <= 0 else max(s1 - s0, 0.0) / (n1 - n0)  # type: ignore[operator]
+                      for s0, s1, n0, n1 in zip((None, *secs[:-1]), secs, (None, *reqs[:-1]), reqs))
+        if any(v is not None for v in means):
+            key = f"stage.{role}.{stage}"
+            series[key] = Series(key, stage_label(role, stage), "stages", STAGE_UNIT, means)
     accel = [(ts, _accelerators(st.get("accelerators") or [])) for ts, st in states]
     for key, (label, group, unit) in ACCEL_LABELS.items():
         add(f"accel.{key}", label, group, unit, [(ts, a[key]) for ts, a in accel if key in a])

@@ -14,6 +14,23 @@ from typing import Final, NamedTuple
 SGLANG_PREFIX: Final = "sglang:"
 SGLANG_ALT_PREFIX: Final = "sglang_"
 # --- SGLang counters and gauges the engine uses ----------------------------------------------
+STAGE_LATENCY: Final = "sglang:per_stage_req_latency_seconds"
+STAGE_LABEL: Final = "stage"
+STAGE_PREFILL_FORWARD: Final = "prefill_forward"
+STAGE_PREFILL_BOOTSTRAP: Final = "prefill_bootstrap"
+STAGE_PREFILL_TRANSFER: Final = "prefill_transfer_kv_cache"
+STAGE_DECODE_WAITING: Final = "decode_waiting"
+# The scheduler stages a recording keeps (see the stage notes below), each as its histogram's _sum and _count:
+# counters like any other (reset-aware, merged over the targets that observe the stage), so an analysis of the
+# recording reads a stage's mean seconds per request as one of Prometheus does (rate of _sum / rate of _count).
+RECORDED_STAGES: Final = (STAGE_PREFILL_FORWARD, STAGE_PREFILL_BOOTSTRAP, STAGE_PREFILL_TRANSFER, STAGE_DECODE_WAITING)
+
+
+def stage_counters(stage: str) -> tuple[str, str]:
+    """The sidecar's counter names for a stage's seconds and requests (snapshot `counters` keys)."""
+    return f"stage_{stage}_seconds_total", f"stage_{stage}_requests_total"
+
+
 COUNTERS: Final[dict[str, str]] = {
     "requests_total": "sglang:num_requests_total",
     "prompt_tokens_total": "sglang:prompt_tokens_total",
@@ -26,6 +43,8 @@ COUNTERS: Final[dict[str, str]] = {
     # SGLang's HTTP middleware counts a request as it arrives, before any inference
     # (observability/http_request_metrics.py): the measured arrival rate, on the routes in COUNTER_MATCHERS.
     "arrived_total": "sglang:http_requests_total",
+    **{name: f"{STAGE_LATENCY}_{suffix}" for stage in RECORDED_STAGES
+       for name, suffix in zip(stage_counters(stage), ("sum", "count"))},
 }
 # The routes that start a generation in SGLang 0.5.23 (entrypoints/http_server.py); /metrics, /health and
 # the rest are counted by the same middleware and are not arrivals.
@@ -53,12 +72,6 @@ KV_TRANSFER_LATENCY: Final = "sglang:kv_transfer_latency_ms"
 # prefill queue (queue_time on the prefill server), prefill compute, the KV transfer, and the decode queue
 # (queue_time on the decode server, the same as its `decode_waiting` stage).
 QUEUE_TIME: Final = "sglang:queue_time_seconds"
-STAGE_LATENCY: Final = "sglang:per_stage_req_latency_seconds"
-STAGE_LABEL: Final = "stage"
-STAGE_PREFILL_FORWARD: Final = "prefill_forward"
-STAGE_PREFILL_BOOTSTRAP: Final = "prefill_bootstrap"
-STAGE_PREFILL_TRANSFER: Final = "prefill_transfer_kv_cache"
-STAGE_DECODE_WAITING: Final = "decode_waiting"
 
 # Labels that only identify a process, not a series: dropped at parse time.
 DROPPED_LABELS: Final = frozenset({"pid"})
@@ -175,7 +188,18 @@ Matcher = tuple[str, str, str]
 # Which series of a counter's family count (Prometheus label matching; none: every series).
 COUNTER_MATCHERS: Final[dict[str, tuple[Matcher, ...]]] = {
     "arrived_total": (("endpoint", "=~", "|".join(re.escape(e) for e in GENERATION_ENDPOINTS)), ("method", "=", "POST")),
+    **{name: ((STAGE_LABEL, "=", stage),) for stage in RECORDED_STAGES for name in stage_counters(stage)},
 }
+# Counters that share their family with another (the stages' _sum and _count): told apart by their matchers, and
+# what their expired series added up to is kept per counter, not per family.
+SHARED_FAMILY_COUNTERS: Final = frozenset(
+    c for c, f in COUNTERS.items() if sum(1 for other in COUNTERS.values() if other == f) > 1)
+
+
+def retired_key(counter: str) -> str:
+    """Where the totals of a counter's expired series are kept (SeriesBook.retired_scalars): its family, unless
+    it shares that family with another counter (recordings before the stages keep families)."""
+    return counter if counter in SHARED_FAMILY_COUNTERS else COUNTERS[counter]
 
 
 class SeriesMatch(NamedTuple):

@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from monitor.conventions.names import COUNTERS
+from monitor.conventions.names import (
+    COUNTERS,
+    RECORDED_STAGES,
+    STAGE_DECODE_WAITING,
+    STAGE_PREFILL_BOOTSTRAP,
+    STAGE_PREFILL_FORWARD,
+    STAGE_PREFILL_TRANSFER,
+    stage_counters,
+)
 
 # --- Which server roles feed which number ---------------------------------------------------
 # SGLang 0.5.23 (tokenizer_manager.collect_metrics; docs/reference/sglang_metrics.md §1.4): a PD request
@@ -92,9 +100,19 @@ def sharing_flag(sli: str) -> list[str]:
     return [s.key for s in SLI_RECORDS if flag is not None and s.bucket_flag == flag and s.key != sli]
 
 
-# PD failures are counted on the server that saw them (prefill or decode); the rest per request.
+# The role whose scheduler observes each recorded stage (SGLang 0.5.23 observability/req_time_stats.py): prefill
+# compute on the server that admits the request, the bootstrap and the KV transfer on a PD prefill server, the
+# wait for a decode slot on the PD decode server.
+STAGE_ROLES: Final[dict[str, tuple[str, ...]]] = {
+    STAGE_PREFILL_FORWARD: ADMISSION_ROLES, STAGE_PREFILL_BOOTSTRAP: ("prefill",),
+    STAGE_PREFILL_TRANSFER: ("prefill",), STAGE_DECODE_WAITING: ("decode",),
+}
+_STAGE_OF_COUNTER: Final = {name: stage for stage in RECORDED_STAGES for name in stage_counters(stage)}
+# PD failures are counted on the server that saw them (prefill or decode); stages where they are observed; the
+# rest per request.
 COUNTER_ROLES: Final[dict[str, tuple[str, ...]]] = {
-    name: ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total", "retracted_total")
+    name: STAGE_ROLES[_STAGE_OF_COUNTER[name]] if name in _STAGE_OF_COUNTER
+    else ENGINE_ROLES if name in ("bootstrap_failed_total", "transfer_failed_total", "retracted_total")
     else REQUEST_ROLES
     for name in COUNTERS
 }

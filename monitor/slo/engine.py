@@ -23,7 +23,9 @@ from monitor.conventions.names import (
     GATEWAY_FAILED,
     GATEWAY_REQUESTS,
     GAUGES,
+    SHARED_FAMILY_COUNTERS,
     TPOT_LEADING_WINDOW,
+    retired_key,
 )
 from monitor.conventions.policy import SERIES_EXPIRY_SECONDS, SIDECAR_WINDOWS
 from monitor.conventions.slis import COUNTER_ROLES, SLI_FAMILIES, SLI_RECORDS
@@ -235,14 +237,15 @@ class DeploymentEngine:
             for key, acc in (*book.hists.items(), *book.scalars.items()):
                 self._observed[key[0]] = max(self._observed.get(key[0], 0.0), acc.seen)
             family_sli = {f: sli for sli, f in SLI_FAMILIES.items()}
-            family_counter = {f: c for c, f in COUNTERS.items()}
             for key in book.hists:
                 if key[1] in family_sli:
                     self._hist_keys[family_sli[key[1]]].add(key)
             for key in book.scalars:
-                if key[1] in family_counter:
-                    self._counter_keys[family_counter[key[1]]].add(key)
-                else:  # a gateway series: which of the gateway counters it feeds
+                counters = [c for c, f in COUNTERS.items()
+                            if f == key[1] and matches(key[2], COUNTER_MATCHERS.get(c, ()))]
+                for cname in counters:
+                    self._counter_keys[cname].add(key)
+                if not counters and key[1] not in COUNTERS.values():  # a gateway series: which counters it feeds
                     for kind, found in self._gateway_kinds([Sample(key[1], key[2], 0.0)]):
                         if found:
                             self._gateway_keys[kind].add(key)
@@ -278,8 +281,8 @@ class DeploymentEngine:
         counters: dict[str, float] = {}
         for cname, keys in self._counter_keys.items():
             vals = [v for v in (self.book.scalars[k].adjusted() for k in keys) if v is not None]
-            if COUNTERS[cname] in self.book.retired_scalars:
-                vals.append(self.book.retired_scalars[COUNTERS[cname]])
+            if retired_key(cname) in self.book.retired_scalars:
+                vals.append(self.book.retired_scalars[retired_key(cname)])
             if vals:
                 counters[cname] = sum(vals)
         retired = self.book.retired_scalars
@@ -338,6 +341,14 @@ class DeploymentEngine:
                 keys.discard(key)
         for key in gateway:
             del self.book.scalars[key]
+        # Likewise a counter sharing its family with another (a stage's _sum): it retires into its own total.
+        for cname in SHARED_FAMILY_COUNTERS:
+            keys = self._counter_keys[cname]
+            for key in [k for k in keys if k in self.book.scalars and self.book.scalars[k].seen < before]:
+                value = self.book.scalars.pop(key).adjusted()
+                if value is not None:
+                    self.book.retired_scalars[cname] = self.book.retired_scalars.get(cname, 0.0) + value
+                keys.discard(key)
         for key in self.book.expire(before):
             for keys in (*self._hist_keys.values(), *self._counter_keys.values()):
                 keys.discard(key)

@@ -24,3 +24,27 @@ def test_thinned_older_rows_are_read_as_data_not_as_gaps(tmp_path):
     data = load_recording(str(path), "d", start, start + 2 * 3600, deployment_config=dep, progress=lambda _: None)
     assert data.step == 15  # finer than the thinned rows: a grid point between two of them must still read one
     assert all(h is not None for h in data.hists["tpot"]), [t for t, h in zip(data.times, data.hists["tpot"]) if h is None][:5]
+
+
+def test_each_recorded_stage_reads_as_its_mean_seconds_per_request_under_the_role_that_observes_it(tmp_path):
+    # A PD pair: prefill compute 0.5 s a request, then 2 s from the 20th tick; the decode server's wait 0.1 s.
+    # The recording keeps each stage's _sum and _count as counters; the analysis reads their increase per step.
+    path = tmp_path / "rec.sqlite"
+    rec = Recording(path)
+    start, fwd, fwd_n, wait = 1_000_000.0, 0.0, 0.0, 0.0
+    for i in range(40):
+        per = 0.5 if i < 20 else 2.0
+        fwd, fwd_n, wait = fwd + 10 * per, fwd_n + 10, wait + 10 * 0.1
+        counters = {"requests_total": 10.0 * i, "stage_prefill_forward_seconds_total": fwd,
+                    "stage_prefill_forward_requests_total": fwd_n, "stage_decode_waiting_seconds_total": wait,
+                    "stage_decode_waiting_requests_total": fwd_n}
+        state = {"load": {"prefill": {"num_running_reqs": 4.0}, "decode": {"num_running_reqs": 8.0}}}
+        rec.write_tick([("d", Snapshot(start + 5 * i, {}, counters), state, SeriesBook())], retain_seconds=86400)
+    rec.close()
+    dep = parse_config({"deployments": [{"name": "d", "mode": "pd-disaggregated", "ttft_target_seconds": 1.0,
+                                         "targets": []}]}).deployments[0]
+    data = load_recording(str(path), "d", start, start + 200, deployment_config=dep, progress=lambda _: None)
+    forward = data.series["stage.prefill.prefill_forward"].values
+    assert [round(v, 6) for v in forward[2:19]] == [0.5] * 17 and [round(v, 6) for v in forward[22:39]] == [2.0] * 17
+    assert {round(v, 6) for v in data.series["stage.decode.decode_waiting"].values if v is not None} == {0.1}
+    assert "stage.prefill.prefill_bootstrap" not in data.series  # not recorded: no series, not zeros

@@ -109,3 +109,43 @@ def test_the_recorded_book_keeps_retired_totals_and_last_seen_and_reads_older_bo
     assert {k: a.seen for k, a in back.scalars.items()} == {k: a.seen for k, a in eng.book.scalars.items()}
     old = {"hists": [], "scalars": [[["t", "sglang:num_requests_total", []], 5.0, 0.0, 0]]}  # before expiry
     assert book_from(old).scalars[("t", "sglang:num_requests_total", ())].seen == 0.0
+
+
+STAGES = "sglang:per_stage_req_latency_seconds"
+
+
+def staged(generation: int, forward: tuple[float, float], waiting: tuple[float, float]) -> str:
+    """A mixed server's prefill_forward and prefill_waiting stages (seconds, requests): one family, two stages."""
+    lines = []
+    for stage, (secs, n) in (("prefill_forward", forward), ("prefill_waiting", waiting)):
+        labels = f'engine_type="unified",model_name="m",lora="g{generation}",stage="{stage}"'
+        lines += [f"{STAGES}_sum{{{labels}}} {secs}", f"{STAGES}_count{{{labels}}} {n}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_stage_counters_count_their_own_stage_and_retire_and_restore_apart_from_the_family():
+    # The recorded stages share SGLang's family (per_stage_req_latency_seconds_sum / _count) and differ by
+    # `stage`: each counter counts its own stage only, its expired series retire into its own total (not the
+    # family's, which would add prefill_waiting to prefill_forward), and a restored book feeds each counter.
+    eng, (srv,) = make()
+    eng.observe(srv, parse(staged(0, (1.0, 2), (50.0, 2)), W), T0)
+    eng.snapshot(T0)
+    eng.observe(srv, parse(staged(0, (4.0, 6), (90.0, 6)), W), T0 + 60)
+    eng.snapshot(T0 + 60)
+    got = eng.store.latest().counters
+    assert (got["stage_prefill_forward_seconds_total"], got["stage_prefill_forward_requests_total"]) == (3.0, 4.0)
+    assert "stage_prefill_bootstrap_seconds_total" not in got  # a PD prefill server's stage, not a mixed one's
+    t = T0 + 60 + SERIES_EXPIRY_SECONDS + 600
+    # Generation 0 gone for longer than the horizon; generation 1 is new on a known target: counted from 0.
+    eng.observe(srv, parse(staged(1, (2.0, 1), (70.0, 1)), W), t)
+    eng.snapshot(t)
+    assert eng.book.retired_scalars == {"stage_prefill_forward_seconds_total": 3.0,
+                                        "stage_prefill_forward_requests_total": 4.0}
+    latest = eng.store.latest().counters
+    assert (latest["stage_prefill_forward_seconds_total"], latest["stage_prefill_forward_requests_total"]) == (5.0, 5.0)
+    again, (srv2,) = make()
+    again.restore(eng.store.snapshots(), book_from(json.loads(json.dumps(book_to(eng.book)))))
+    again.observe(srv2, parse(staged(1, (5.0, 3), (70.0, 1)), W), t + 60)
+    again.snapshot(t + 60)
+    latest = again.store.latest().counters
+    assert (latest["stage_prefill_forward_seconds_total"], latest["stage_prefill_forward_requests_total"]) == (8.0, 7.0)
