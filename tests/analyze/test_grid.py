@@ -130,8 +130,6 @@ def test_the_committed_grid_has_every_row_for_both_halves():
         assert all(int(r["seed"]) % 2 == parity for r in wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="issue #23's baseline: the analyzer misses the goals on the held-out half "
-                                       "today; when this passes, drop the marker and keep it passing")
 def test_the_committed_grid_meets_every_goal_on_the_held_out_half():
     goals = [line for line in committed().splitlines() if line.startswith("- held-out: ")]
     assert goals and all(line.endswith("— met") for line in goals), "\n".join(goals)
