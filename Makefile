@@ -78,7 +78,7 @@ confusion: $(STAMP)
 # The diagnosis grid at the top of docs/analysis.md (tools/incident_lab/grid.py): every incident kind at three
 # magnitudes and three arrival rates, healthy controls and pairs, SEEDS seeds (even: tuned, odd: held-out), each
 # (seed, rate) in its own process, JOBS at once, analysed from the recording. Niced: it takes the machine for a while
-# (about half an hour with 2 processes). `... --grid --only healthy --rate busy --seeds 2` runs a slice (printed only).
+# (7 to 11 minutes with 2 processes). `... --grid --only healthy --rate busy --seeds 2` runs a slice (printed only).
 SEEDS ?= 10
 JOBS ?= 2
 confusion-grid: $(STAMP)
