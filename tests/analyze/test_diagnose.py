@@ -211,6 +211,15 @@ def test_a_chip_that_warms_while_drawing_more_power_is_load_not_overheating(powe
         assert not v.shifts["temperature"].moved and v.mechanism != ACCELERATOR_OVERHEAT, v.headline
 
 
+def test_a_power_bump_before_the_rise_does_not_stand_for_the_power_drawn_while_warm():
+    # A noisy wall-clock power series bumps +13 % for a while before the load rises: power "moved" there, at the
+    # bump's level. What explains the warming is the power drawn while warm (+40 %), not that first level.
+    temp = [55.0] * 80 + [63.0] * (N - 80)
+    power = [300.0] * 70 + [339.0] * 5 + [300.0] * 5 + [420.0] * (N - 80)
+    v = analyze(_engine(None, None, accel__temperature_max=temp, accel__power_mean=power), 600, 1190, 60).verdict
+    assert not v.shifts["temperature"].moved and v.mechanism != ACCELERATOR_OVERHEAT, v.headline
+
+
 def test_hbm_taken_by_something_else_is_kv_capacity_lost():
     hbm = [0.91] * 80 + [0.97] * (N - 80)
     v = analyze(_engine(None, None, accel__memory_ratio_max=hbm), 600, 1190, 60).verdict
