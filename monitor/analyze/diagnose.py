@@ -324,15 +324,16 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
         # (T - ANALYSIS_INLET_CELSIUS) x (r - 1) degrees. A throttled chip holds requests longer, and Little's
         # law then raises its power by a little too, far short of its warming.
         p = level_shift(signals["power"], times, base_idx, focus, half, ANALYSIS_POWER_RISE)
-        # The power drawn while the chip was warm (at least halfway to its new level), against the baseline's:
-        # not the level power first moved to, which on a noisy wall-clock series can be a bump before the rise.
-        temp_sm, power_sm = smoothed(signals["temperature"], half), smoothed(signals["power"], half)
-        warm = [power_sm[i] for i in focus if i < len(times) and temp_sm[i] is not None and power_sm[i] is not None
-                and t.baseline is not None and t.incident is not None
-                and temp_sm[i] - t.baseline >= (t.incident - t.baseline) / 2]
-        ratio = median(warm) / p.baseline if warm and p.baseline else None  # type: ignore[type-var]
-        explained = (ratio is not None and t.baseline is not None and t.incident is not None
-                     and t.incident - t.baseline <= max(t.baseline - ANALYSIS_INLET_CELSIUS, 0.0) * (ratio - 1))
+        explained = False
+        if t.baseline is not None and t.incident is not None and p.baseline:
+            # The power drawn while the chip was warm (at least halfway to its new level), against the baseline's:
+            # not the level power first moved to, which on a noisy wall-clock series can be a bump before the rise.
+            rise = t.incident - t.baseline
+            temp_sm, power_sm = smoothed(signals["temperature"], half), smoothed(signals["power"], half)
+            warm = [w for c, w in ((temp_sm[i], power_sm[i]) for i in focus)
+                    if c is not None and w is not None and c - t.baseline >= rise / 2]
+            explained = bool(warm) and rise <= max(t.baseline - ANALYSIS_INLET_CELSIUS, 0.0) * (
+                median(warm) / p.baseline - 1)
         if p.moved and p.changed_at is not None and t.changed_at is not None and \
                 p.changed_at <= t.changed_at + half * step and explained:
             out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)

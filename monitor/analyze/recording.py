@@ -131,20 +131,22 @@ def load_recording(path: str, deployment: str, start: float, end: float, *, depl
             add(f"load.{role}.{metric}", label + role_suffix(role, roles), group, unit, pts)
     # Per-step rates from the snapshots' merged, reset-adjusted counters (the state rows' rates are
     # 5-minute averages: too smooth and too late to time anything by).
-    for counter, (label, group, unit) in RATE_LABELS.items():
+    def increases(counter: str) -> tuple[float | None, ...]:
+        """A merged, reset-adjusted counter's increase per step (None where a step has no reading)."""
         cum = sample([(s.ts, s.counters[counter]) for s in snaps if counter in s.counters], times, max_age)
-        if any(v is not None for v in cum):
-            rates = tuple(None if a is None or b is None else max(b - a, 0.0) / step
-                          for a, b in zip((None, *cum[:-1]), cum))
+        return tuple(None if a is None or b is None else max(b - a, 0.0) for a, b in zip((None, *cum[:-1]), cum))
+
+    for counter, (label, group, unit) in RATE_LABELS.items():
+        inc = increases(counter)
+        if any(v is not None for v in inc):
+            rates = tuple(None if v is None else v / step for v in inc)
             series[f"rate.{counter}"] = Series(f"rate.{counter}", label, group, unit, rates)
     # Each recorded scheduler stage's mean seconds per request in a step (the increase of its _sum over that of
     # its _count), under the role that observes it: what Prometheus reads as rate(_sum) / rate(_count).
     for stage in RECORDED_STAGES:
-        secs, reqs = (sample([(s.ts, s.counters[c]) for s in snaps if c in s.counters], times, max_age)
-                      for c in stage_counters(stage))
+        secs, reqs = (increases(c) for c in stage_counters(stage))
         role = next((r for r in STAGE_ROLES[stage] if r in roles), STAGE_ROLES[stage][0])
-        means = tuple(None if None in (s0, s1, n0, n1) or n1 - n0 <= 0 else max(s1 - s0, 0.0) / (n1 - n0)  # type: ignore[operator]
-                      for s0, s1, n0, n1 in zip((None, *secs[:-1]), secs, (None, *reqs[:-1]), reqs))
+        means = tuple(None if s is None or not n else s / n for s, n in zip(secs, reqs))
         if any(v is not None for v in means):
             key = f"stage.{role}.{stage}"
             series[key] = Series(key, stage_label(role, stage), "stages", STAGE_UNIT, means)
