@@ -127,11 +127,13 @@ async def _live(sidecar, warm: int, cycles: int) -> dict[str, object]:
 def _simulate(sidecar, offset: list[float], hours: float, interval: float, text: str) -> dict[str, object]:
     from prometheus_client import generate_latest
 
+    from monitor.feeds import target_wanted
     from monitor.parse.exposition import parse
-    from monitor.parse.families import engine_wanted
 
-    base = parse(text.encode(), engine_wanted(), count_families=False)
     engines = list(sidecar.observations.engines.values())
+    # What the sidecar's scrapes of these targets read (one config for all: the first target's set).
+    base = parse(text.encode(), target_wanted(engines[0].deployment, engines[0].deployment.targets[0]),
+                 count_families=False)
     steps = int(hours * 3600 / interval)
     coarse = max(round(engines[0].store.coarse_step / interval), 1)
     # Only snapshots that the store keeps are taken: one per coarse step until the last fine horizon,

@@ -224,8 +224,8 @@ def lockstep(name: str, seed: int, share: float, *, healthy: float, inject: floa
     rule and the page fired or for `limit` s."""
     from monitor.emulate import EmulatedDeployment, Incident
     from monitor.emulate.exposition import render, server_families
+    from monitor.feeds import target_wanted
     from monitor.parse.exposition import parse
-    from monitor.parse.families import engine_wanted
     from monitor.slo.engine import DeploymentEngine
 
     dep = row(name)
@@ -236,7 +236,7 @@ def lockstep(name: str, seed: int, share: float, *, healthy: float, inject: floa
     targets = [Target(role=s.spec.role, source="sglang", url=f"http://127.0.0.1:{9000 + i}/metrics")
                for i, s in enumerate(emu.servers)]
     engine = DeploymentEngine(dep.model_copy(update={"targets": targets}))
-    wanted = engine_wanted()
+    wanted = {t.id: target_wanted(engine.deployment, t) for t in targets}  # as the sidecar's scrapes read them
     rule = RuleEval(target)
     side, prom = _Watch(), _Watch()
     after = {"warning": None, "rule": None, "burn5m": None, "page": None}
@@ -257,7 +257,7 @@ def lockstep(name: str, seed: int, share: float, *, healthy: float, inject: floa
         emu.advance_to(t)
         itl_sum = itl_count = 0.0
         for srv, tgt in zip(emu.servers, targets):
-            expo = parse(render(server_families(emu, srv, RENDERED), None)[0], wanted)
+            expo = parse(render(server_families(emu, srv, RENDERED), None)[0], wanted[tgt.id])
             engine.observe(tgt, expo, EPOCH + t)
             if srv.spec.role in REQUEST_ROLES:
                 for smp in expo.selected:

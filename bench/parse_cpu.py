@@ -37,8 +37,8 @@ from bench import procs
 from bench.expositions import Exposition
 from bench.table import markdown, median, ms, ms_iqr, ratio
 from monitor.config import Deployment, Target
+from monitor.feeds import target_wanted
 from monitor.parse.exposition import full_scan, parse
-from monitor.parse.families import engine_wanted
 from monitor.slo.engine import DeploymentEngine
 from tests.components import PROMETHEUS_3, PROMETHEUS_242
 
@@ -65,10 +65,10 @@ def _deployment() -> Deployment:
 
 def contenders(text: str) -> dict[str, Callable[[dict[str, list[float]]], None]]:
     """Each contender runs once and appends its CPU seconds (several parts for the sidecar)."""
-    wanted = engine_wanted()
     body = text.encode()
     engine = DeploymentEngine(_deployment())
     target = Target(role="server", url="http://127.0.0.1:1/metrics")
+    wanted = target_wanted(_deployment(), target)  # what the live sidecar's scrape of this target reads
     clock = [1_000_000.0]
     engine.observe(target, parse(body, wanted, count_families=False))  # first scrape creates the accumulators
 

@@ -14,8 +14,15 @@ import re
 from dataclasses import dataclass
 
 from monitor.config import Deployment, Target
-from monitor.conventions.names import WORKER_ADDR_LABEL, Matcher
-from monitor.conventions.slis import ENGINE_TYPE_LABEL, ENGINE_TYPE_ROLES, SLI_BY_KEY
+from monitor.conventions.names import COUNTERS, GAUGES, WORKER_ADDR_LABEL, Matcher
+from monitor.conventions.slis import (
+    COUNTER_ROLES,
+    ENGINE_ROLES,
+    ENGINE_TYPE_LABEL,
+    ENGINE_TYPE_ROLES,
+    SLI_BY_KEY,
+    SLI_RECORDS,
+)
 from monitor.parse.gateway import worker_address
 
 ROLE_LABEL = "role"  # the label the generated scrape config puts on every target's series
@@ -77,3 +84,35 @@ def feed(dep: Deployment | None, roles: tuple[str, ...]) -> Feed:
 def sli_feed(dep: Deployment | None, sli: str) -> Feed:
     """The feed of a latency SLI (its record's roles)."""
     return feed(dep, SLI_BY_KEY[sli].roles)
+
+
+# --- What a target is read for ------------------------------------------------------------------------
+
+
+def sli_reading(dep: Deployment, sli: str) -> str:
+    """How much of an SLI's histogram a deployment's scrapes read: "full" where it has a target (windows, budget,
+    percentiles), else what the readers without a target need (the record's `untargeted`)."""
+    return "full" if dep.target_seconds(sli) is not None else SLI_BY_KEY[sli].untargeted
+
+
+def _roles_read(target: Target) -> tuple[str, ...]:
+    """The server roles whose series a target carries: its own, or for a router's merged /engine_metrics any
+    worker's (each worker's role comes from its `engine_type` label, known only once scraped)."""
+    return ENGINE_ROLES if target.source == "router-engine-metrics" else (target.role,)
+
+
+def target_wanted(dep: Deployment, target: Target) -> frozenset[str]:
+    """The sample names a scrape of an SGLang server (or a router's /engine_metrics) reads: each SLI's histogram
+    in the roles that feed it (buckets only where `sli_reading` is "full"), the counters in their roles, and
+    the load gauges (every role). Nothing else is parsed, so an SLI record or a signal that no reader of this
+    deployment needs costs its scrapes nothing (issue #33: reading every family everywhere cost 3.7x)."""
+    roles = _roles_read(target)
+    names: set[str] = set(GAUGES.values())
+    for rec in SLI_RECORDS:
+        if not any(r in rec.roles for r in roles):
+            continue
+        names |= {rec.family + "_sum", rec.family + "_count"}
+        if sli_reading(dep, rec.key) == "full":
+            names.add(rec.family + "_bucket")
+    names |= {family for cname, family in COUNTERS.items() if any(r in COUNTER_ROLES[cname] for r in roles)}
+    return frozenset(names)

@@ -192,6 +192,8 @@ class Sidecar:
         for name, n in loaded.items():
             if n:
                 log.info("restored %d recorded snapshots of %s", n, name)
+            for note in self.observations.engines[name].restore_notes:
+                log.warning("%s: %s", name, note)
         return loaded
 
     def _say_future_rows(self, deployment: str, now: float) -> None:

@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "slo": {"config", "conventions", "feeds", "parse"},
     "telemetry": {"config", "conventions", "fetch", "parse"},
     "recipes": {"config", "conventions"},
-    "scrape": {"config", "conventions", "fetch", "parse", "telemetry"},
+    "scrape": {"config", "conventions", "feeds", "fetch", "parse", "telemetry"},
     "observations": {"config", "conventions", "feeds", "parse", "redaction", "scrape", "slo", "telemetry"},
     "requestlog": {"config", "conventions"},
     "status_model": {"config", "redaction", "requestlog", "scrape", "slo", "version"},

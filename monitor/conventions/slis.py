@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from monitor.conventions.names import (
     COUNTERS,
@@ -46,6 +46,11 @@ class SLI:
     roles: tuple[str, ...] = REQUEST_ROLES  # the server roles whose observations count
     prefill_records: bool = False  # a PD prefill server exposes it too (counted only if "prefill" in roles)
     request_log: bool = False  # one SGLang request-log line judges it (goodput)
+    # What is read of the histogram on a deployment with no target for it: "mean" (its _sum and _count only, a
+    # 32-rank scheduler histogram is ~1,400 bucket lines a scrape) or "full" (every bucket). A target always
+    # reads it full. The readers without a target: the leading TPOT warning (ITL's mean), the analyzer's decode
+    # speed, queue wait and stage means (means), and its give-up test (the E2E buckets the aborts pile into).
+    untargeted: Literal["mean", "full"] = "mean"
 
     @property
     def target_field(self) -> str:
@@ -68,7 +73,8 @@ SLI_RECORDS: Final = (
         "ITL", "inter-token latency", "output tokens"),
     SLI("e2e", "sglang:e2e_request_latency_seconds",
         (*_LATENCY_EDGES, 600.0, 1200.0, 1800.0, 2400.0), "--bucket-e2e-request-latency",
-        "E2E latency", "end-to-end request latency", "requests", prefill_records=True, request_log=True),
+        "E2E latency", "end-to-end request latency", "requests", prefill_records=True, request_log=True,
+        untargeted="full"),
     # One sample per request, the wait from the scheduler's waiting queue to its first forward
     # (req_time_stats.set_forward_entry_time); recorded by every role, counted where the request is admitted.
     SLI(QUEUE_TIME_SLI, "sglang:queue_time_seconds",

@@ -54,12 +54,24 @@ def _reads(family: str, wanted: frozenset[str]) -> bool:
     return any(w.startswith(family) for w in wanted)
 
 
+@functools.lru_cache(maxsize=4096)
+def _sparse(family: str, wanted: frozenset[str]) -> tuple[str, ...] | None:
+    """The suffixes of the wanted names of `family` (`_sum`, `_count`) when neither its plain name nor its
+    `_bucket` is wanted: a histogram read for its mean, whose bucket lines (most of the block, ~1,400 on a
+    32-rank scheduler) are then found and skipped in C instead of parsed. None: read the block whole."""
+    own = tuple(sorted(w[len(family):] for w in wanted if w.startswith(family)))
+    if not own or "" in own or "_bucket" in own or "_total" in own:
+        return None
+    return own
+
+
 class _Header(NamedTuple):
     family: str  # canonical
     type: str | None
     raw: bytes  # the name as the header spells it
     lines: int
     reads: bool
+    sparse: tuple[str, ...] | None = None  # see `_sparse`
 
 
 @functools.lru_cache(maxsize=8192)
@@ -83,7 +95,30 @@ def _header(text: bytes, helps: bool, wanted: frozenset[str]) -> _Header | None:
     if not raw:
         return None
     family = canonical_name(raw[1:-1].decode() if quoted else raw.decode())
-    return _Header(family, kind, raw, len(lines), _reads(family, wanted))
+    reads = _reads(family, wanted)
+    sparse = _sparse(family, wanted) if reads and kind in ("histogram", "summary") else None
+    return _Header(family, kind, raw, len(lines), reads, sparse)
+
+
+def _next_header(data: bytes, start: int, end: int, boundary: bytes) -> int:
+    """`data.find(boundary, start, end)` for a boundary "\n# HELP " / "\n# TYPE ": found by the rare "#" (memchr)
+    and checked there; a multi-byte find whose first and last bytes are frequent ("\n", " ") scans ~15x slower
+    (0.8 ms of a 1.5 MB text's 86 blocks, a quarter of its parse)."""
+    marker = boundary[1:]
+    find, startswith = data.find, data.startswith
+    pos = find(b"#", start + 1, end)
+    while pos != -1:
+        if data[pos - 1] == _NL and startswith(marker, pos):
+            return pos - 1
+        pos = find(b"#", pos + 1, end)
+    return -1
+
+
+def _newlines(data: bytes, end: int) -> int:
+    """How many "\n" in data[:end]: `bytes.count` of one byte runs ~3x slower than the memchr-driven
+    `replace` (0.6 vs 0.2 ms on the 1.5 MB 32-rank text, a fifth of a scrape's parse)."""
+    whole = len(data) - len(data.replace(b"\n", b""))
+    return whole - data.count(b"\n", end) if end < len(data) else whole
 
 
 def _line_prefix(data: bytes, family: bytes, at: int) -> bytes | None:
@@ -120,7 +155,7 @@ def parse_grouped(data: bytes, wanted: frozenset[str], content_type: str, limits
         return None  # OpenMetrics without its # EOF, or a cut last line: the full scan says which
     boundary = b"\n# HELP " if helps else b"\n# TYPE "
     # Every line up to `end` (each ends with "\n") must be accounted for below.
-    lines = data.count(b"\n", 0, end)
+    lines = _newlines(data, end)
     accounted = 0
     samples = 0
     types: dict[str, str | None] = {}  # every family seen, with its TYPE if it has one
@@ -141,7 +176,7 @@ def parse_grouped(data: bytes, wanted: frozenset[str], content_type: str, limits
         types[head.family] = head.type
         accounted += head.lines
         at = eol + 1
-        nxt = find(boundary, eol, end)
+        nxt = _next_header(data, eol, end, boundary)
         pos = stop = end if nxt == -1 else nxt + 1  # the block's lines are [at, stop), each ending in "\n"
         while stop > at and data[stop - 2] == _NL:  # blank lines between families (the gateways write them)
             stop -= 1
@@ -153,6 +188,10 @@ def parse_grouped(data: bytes, wanted: frozenset[str], content_type: str, limits
             return None  # a family the sidecar reads written with quoted names: the full scan reads it
         if not head.reads:
             n = data.count(b"\n" + prefix, at - 1, stop - 1)
+        elif head.sparse is not None:
+            n = _read_sparse(data, at, stop, prefix, head.sparse, wanted, selected, seen, limits)
+            if n is None:
+                return None
         else:
             n = _read_block(data, at, stop, prefix.decode(), wanted, selected, seen, limits)
             if n is None:
@@ -175,6 +214,41 @@ _CHUNK = 1 << 20  # a wanted block is decoded and split this much at a time: bou
 # is ~2x faster in `re` than `[^}\n]*`; an exemplar's braces after the value make the label text fail.
 _SIMPLE_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^\n]*)\})? ([^ \n]+)(?: ([^ #\n][^ \n]*))?\n")
 _as_sample = functools.partial(tuple.__new__, Sample)  # Sample(*row), without a Python call
+
+
+def _read_sparse(data: bytes, at: int, stop: int, prefix: bytes, suffixes: tuple[str, ...], wanted: frozenset[str],
+                 selected: list[Sample], seen: set[tuple[str, Labels]], limits: Limits) -> int | None:
+    """The wanted lines of a block read for a few of its sample names (`_sparse`): its lines are counted by the
+    family's name, as a skipped block's are (a line of another name leaves the text's count short: not
+    grouped), and only the lines of those names (found with `bytes.find`) are parsed. Its line count, or None
+    when a read line does not parse (the full scan then names it)."""
+    n = data.count(b"\n" + prefix, at - 1, stop - 1)
+    picked: list[bytes] = []
+    find = data.find
+    for suffix in suffixes:
+        needle = b"\n" + prefix + suffix.encode()
+        pos = find(needle, at - 1, stop - 1)
+        while pos != -1:
+            eol = find(b"\n", pos + 1, stop)
+            picked.append(data[pos + 1:eol + 1])
+            pos = find(needle, eol, stop - 1)
+    if not picked:
+        return n
+    text = b"".join(picked).decode()
+    found = _SIMPLE_LINE.findall(text)
+    got = _wanted(found, prefix.decode(), wanted) if len(found) == len(picked) else None
+    if got is None:
+        found = _line_by_line(text)
+        got = None if found is None else _wanted(found, prefix.decode(), wanted)
+        if got is None:
+            return None
+    before = len(seen)
+    seen.update([(smp[0], smp[1]) for smp in got])
+    if len(seen) != before + len(got):
+        return None
+    selected += got
+    limits.check_series(len(selected))
+    return n
 
 
 def _read_block(data: bytes, at: int, stop: int, prefix: str, wanted: frozenset[str], selected: list[Sample],

@@ -24,6 +24,10 @@ class HistogramSeries(NamedTuple):
     has_sum: bool = True
 
 
+# The layout of a histogram read as a mean only (its _sum and _count): one +Inf bucket holding the count.
+MEAN_ONLY_EDGES: tuple[float, ...] = (math.inf,)
+
+
 class HistogramError(ValueError):
     pass
 
@@ -33,7 +37,8 @@ def histogram_sample_names(families: Iterable[str]) -> set[str]:
 
 
 def engine_wanted() -> frozenset[str]:
-    """Every sample name the sidecar's SLO engine reads from an SGLang server."""
+    """Every sample name any reader could want from an SGLang server (`slo-monitor inspect`, tests); a scrape
+    reads only its deployment's share of it (`monitor.feeds.target_wanted`)."""
     hists = [*SLI_FAMILIES.values(), LEGACY_TPOT_FAMILY, KV_TRANSFER_LATENCY]
     return frozenset(histogram_sample_names(hists) | set(COUNTERS.values()) | set(GAUGES.values()))
 

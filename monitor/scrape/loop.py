@@ -18,9 +18,9 @@ import aiohttp
 
 from monitor.config import Config, Deployment, Target
 from monitor.conventions.names import LOOP_SCRAPE, LOOP_SIDECAR, TELEMETRY_SOURCES
+from monitor.feeds import target_wanted
 from monitor.fetch import fetch, is_loopback
 from monitor.parse.exposition import LimitExceeded, Limits, ParseError
-from monitor.parse.families import engine_wanted
 from monitor.parse.gateway import ROUTER_WANTED
 from monitor.scrape.parsing import ParserDied, ParserPool
 from monitor.scrape.result import ScrapeResult
@@ -59,7 +59,11 @@ class Scraper:
         self.sink = sink
         self.clock = clock
         self.npu_details: dict[tuple[str, str], DetailCache] = {}  # collection memo per npu-smi target
-        self.wanted = engine_wanted()
+        # What each SGLang target's scrapes parse (its deployment's readers, `monitor.feeds.target_wanted`):
+        # computed once per config, so a reload that changes a deployment recomputes its targets' sets.
+        self.wanted: dict[tuple[str, str], frozenset[str]] = {
+            (d.name, t.id): target_wanted(d, t) for d in config.deployments for t in d.targets
+            if t.source in ("sglang", "router-engine-metrics")}
         self.cycles = 0
         self.last_cycle_seconds = 0.0
         self.deployment_cycle_seconds: dict[str, float] = {}
@@ -109,7 +113,9 @@ class Scraper:
         if not res.ok:
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error=explain_http_error(target, res.error or "failed"))
-        wanted = ROUTER_WANTED if target.source == "router" else self.wanted
+        wanted = ROUTER_WANTED if target.source == "router" else self.wanted.get((dep.name, target.id))
+        if wanted is None:  # a target of a config this scraper was not built for: read all a reader may want
+            wanted = target_wanted(dep, target)
         try:
             expo = await self.parser.parse(res.body or b"", wanted, content_type=res.content_type,
                                            count_families=target.source == "router", limits=self.limits(target))

@@ -95,6 +95,27 @@ class ScalarAccumulator:
     def adjusted(self) -> float | None:
         return None if self.last_raw is None else self.last_raw + self.offset
 
+    def restart(self, raw: float) -> None:
+        """A reset seen on the series this one is read with (a histogram's _count beside its _sum)."""
+        if self.last_raw is not None:
+            self.offset += self.last_raw
+            self.resets += 1
+        self.last_raw = raw
+
+
+def update_pair(total: ScalarAccumulator, count: ScalarAccumulator, raw_total: float, raw_count: float, *,
+                born: bool) -> bool:
+    """A histogram read as its _sum and _count only: one reset for both when either dropped (a relaunched
+    process), so the mean never pairs one process's sum with another's count. Returns True on a reset."""
+    if count.last_raw is not None and total.last_raw is not None and (
+            raw_count < count.last_raw or raw_total < total.last_raw):
+        total.restart(raw_total)
+        count.restart(raw_count)
+        return True
+    a = total.update(raw_total, born=born)
+    b = count.update(raw_count, born=born)
+    return a or b
+
 
 @dataclass
 class SeriesBook:

@@ -11,7 +11,10 @@ feeds the availability SLI's two counters (which of its series count is its vers
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Iterable, Mapping
+from itertools import groupby
 
 from monitor.config import Deployment, Target
 from monitor.conventions.names import (
@@ -30,11 +33,11 @@ from monitor.conventions.names import (
 from monitor.conventions.policy import SERIES_EXPIRY_SECONDS, SIDECAR_WINDOWS
 from monitor.conventions.slis import COUNTER_ROLES, SLI_FAMILIES, SLI_RECORDS
 from monitor.conventions.units import parse_duration
-from monitor.feeds import feed
-from monitor.parse.exposition import Exposition, Sample, spell_value
-from monitor.parse.families import HistogramSeries, group_histograms, histogram_warnings
+from monitor.feeds import feed, sli_reading
+from monitor.parse.exposition import Exposition, Labels, Sample, spell_value
+from monitor.parse.families import MEAN_ONLY_EDGES, HistogramSeries, group_histograms, histogram_warnings
 from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway, matches
-from monitor.slo.accumulate import SeriesBook
+from monitor.slo.accumulate import ScalarAccumulator, SeriesBook, update_pair
 from monitor.slo.histogram import Hist, common_edges, merge, project
 from monitor.slo.leading import HOLD_SECONDS, held_since, leading_tpot, with_hold
 from monitor.slo.load import aggregate, per_dp_rank
@@ -49,9 +52,26 @@ from monitor.slo.state import (
 from monitor.slo.windows import BudgetPoint, Snapshot, SnapshotStore
 
 RATE_WINDOW = 300.0
+_NAME = operator.itemgetter(0)  # a Sample's name
 LEADING_WINDOW = float(parse_duration(TPOT_LEADING_WINDOW))
 LAYOUT_NOTE_SECONDS = float(max(SIDECAR_WINDOWS.values()))  # a layout change is said while a window spans it
 EXPIRY_SWEEP_SECONDS = 60.0  # how often absent series are looked for (a pass over every accumulator)
+
+
+# (counter, label set) -> whether the set's series counts in the counter (COUNTER_MATCHERS): label sets are the
+# same tuple objects scrape after scrape (the parser's cache), so each is matched once. Bounded like that cache.
+_COUNTS_IN: dict[tuple[str, Labels], bool] = {}
+_COUNTS_IN_MAX = 50_000
+
+
+def _counts_in(counter: str, labels: Labels, only: tuple) -> bool:
+    key = (counter, labels)
+    got = _COUNTS_IN.get(key)
+    if got is None:
+        if len(_COUNTS_IN) >= _COUNTS_IN_MAX:
+            _COUNTS_IN.clear()
+        got = _COUNTS_IN[key] = matches(labels, only)
+    return got
 
 
 def layout_note(family: str, old: tuple[float, ...], new: tuple[float, ...]) -> str:
@@ -68,6 +88,15 @@ class DeploymentEngine:
         self.store = store or SnapshotStore(long_horizon=float(deployment.period_seconds))
         self.book = SeriesBook()
         self._hist_keys: dict[str, set[tuple]] = {sli: set() for sli in SLI_FAMILIES}
+        # The SLIs whose histogram is read as a mean only (`feeds.sli_reading`): their _sum and _count series
+        # accumulate as counters (keys: (target, family_sum | family_count, labels)), a snapshot holds their
+        # merged mean as a one-bucket histogram (MEAN_ONLY_EDGES).
+        self._mean_slis = frozenset(sli for sli in SLI_FAMILIES if sli_reading(deployment, sli) == "mean")
+        self._mean_keys: dict[str, set[tuple]] = {sli: set() for sli in self._mean_slis}
+        # Series whose first scrape here starts counting at 0 although their target was scraped before: a
+        # histogram an earlier run recorded as a mean only and read whole now (`restore`).
+        self._unborn: set[tuple] = set()
+        self.restore_notes: list[str] = []  # what `restore` could not carry over, said once at start
         # Which roles' series count for each SLI and counter (the generator's selectors use the same feeds).
         self._sli_feeds = {s.key: feed(deployment, s.roles) for s in SLI_RECORDS}
         self._counter_feeds = {c: feed(deployment, COUNTER_ROLES[c]) for c in COUNTERS}
@@ -106,13 +135,24 @@ class DeploymentEngine:
         resets = 0
         warnings: list[str] = []
         by_name: dict[str, list[Sample]] = {}
-        for smp in expo.selected:  # one pass; each family below reads only its own samples
-            by_name.setdefault(smp.name, []).append(smp)
+        # One pass; each family below reads only its own samples. A name's samples mostly come in runs (a
+        # gauge's ranks, a histogram read as a mean), so runs are grouped in C, not sample by sample.
+        for name, run in groupby(expo.selected, _NAME):
+            found = by_name.get(name)
+            if found is None:
+                by_name[name] = list(run)
+            else:
+                found.extend(run)
         empty: list[Sample] = []
         hists: list[tuple[str, HistogramSeries]] = []
+        means: list[tuple[str, str, Labels, float, float]] = []  # (sli, family, labels, _sum, _count)
         for sli, family in SLI_FAMILIES.items():
             if not self._sli_feeds[sli].counts(target.role):
                 continue  # e.g. a PD prefill server: its E2E covers its part of the request only
+            if sli in self._mean_slis:
+                means += self._mean_series(sli, family, by_name.get(family + "_sum", empty),
+                                           by_name.get(family + "_count", empty), warnings)
+                continue
             own = [*by_name.get(family + "_bucket", empty), *by_name.get(family + "_sum", empty),
                    *by_name.get(family + "_count", empty)]
             if own:
@@ -125,15 +165,25 @@ class DeploymentEngine:
             acc.seen = now
             if acc.last_raw is not None and acc.last_raw.edges != series.edges:
                 self._layout_notes[tid] = (now, layout_note(series.family, acc.last_raw.edges, series.edges))
-            if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=born):
+            first = born and not (self._unborn and key in self._unborn)
+            if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=first):
                 resets += 1
+            self._unborn.discard(key)
             self._hist_keys[sli].add(key)
+        for sli, family, labels, total, count in means:
+            keys = (tid, family + "_sum", labels), (tid, family + "_count", labels)
+            accs = self.book.scalar(keys[0]), self.book.scalar(keys[1])
+            for a in accs:
+                a.seen = now
+            if update_pair(*accs, total, count, born=born):
+                resets += 1
+            self._mean_keys[sli].update(keys)
         for cname, family in COUNTERS.items():
             if not self._counter_feeds[cname].counts(target.role):
                 continue
             only = COUNTER_MATCHERS.get(cname)
             for s in by_name.get(family, empty):
-                if only and not matches(s.labels, only):
+                if only and not _counts_in(cname, s.labels, only):
                     continue
                 if not (s.value >= 0 and s.value != float("inf")):
                     # NaN, Inf or negative is no count: skip it rather than poison the sum, and say so.
@@ -162,6 +212,22 @@ class DeploymentEngine:
         if resets:
             self.resets[tid] = self.resets.get(tid, 0) + 1
         return 1 if resets else 0
+
+    @staticmethod
+    def _mean_series(sli: str, family: str, sums: list[Sample], counts: list[Sample],
+                     warnings: list[str]) -> list[tuple[str, str, Labels, float, float]]:
+        """(sli, family, labels, _sum, _count) of each series of a histogram read as a mean. A series without
+        a finite, non-negative pair is left out and said (its mean would poison the merged one)."""
+        total = {s.labels: s.value for s in sums}
+        out = []
+        for s in counts:
+            v = total.get(s.labels)
+            if v is None or not (v >= 0 and v != math.inf) or not (s.value >= 0 and s.value != math.inf):
+                shown = "no _sum" if v is None else f"_sum {spell_value(v)}, _count {spell_value(s.value)}"
+                warnings.append(f"{family}{dict(s.labels)}: {shown}: no mean reported (series left out)")
+                continue
+            out.append((sli, family, s.labels, v, s.value))
+        return out
 
     def observe_gateway(self, target: Target, expo: Exposition, ts: float | None = None) -> int:
         """Feed one successful scrape of a gateway's listener (source router); returns counter resets.
@@ -222,12 +288,16 @@ class DeploymentEngine:
         scrape after a restart continues the adjusted (monotone) series instead of starting over.
         """
         n = 0
+        regrown: set[str] = set()
         for snap in snapshots:
             if self.store.latest() is not None and snap.ts <= self.store.latest().ts:  # type: ignore[union-attr]
                 continue
+            snap, dropped = self._as_read_now(snap)
+            regrown |= dropped
             self.store.append(snap, BudgetPoint(snap.ts, self._good(snap)))
             n += 1
         if book is not None:
+            regrown |= self._book_as_read_now(book)
             self.book = book
             # Series recorded without the time they were last seen count as seen at the last snapshot.
             latest = self.store.latest()
@@ -240,7 +310,11 @@ class DeploymentEngine:
             for key in book.hists:
                 if key[1] in family_sli:
                     self._hist_keys[family_sli[key[1]]].add(key)
+            mean_of = {f"{SLI_FAMILIES[sli]}{part}": sli for sli in self._mean_slis for part in ("_sum", "_count")}
             for key in book.scalars:
+                if key[1] in mean_of:
+                    self._mean_keys[mean_of[key[1]]].add(key)
+                    continue
                 counters = [c for c, f in COUNTERS.items()
                             if f == key[1] and matches(key[2], COUNTER_MATCHERS.get(c, ()))]
                 for cname in counters:
@@ -249,7 +323,60 @@ class DeploymentEngine:
                     for kind, found in self._gateway_kinds([Sample(key[1], key[2], 0.0)]):
                         if found:
                             self._gateway_keys[kind].add(key)
+        self.restore_notes = [f"{sli}: the recording holds it as a mean only (no target for it then): its windows "
+                              f"and error budget count from the first scrape after this start" for sli in sorted(regrown)]
         return n
+
+    def _as_read_now(self, snap: Snapshot) -> tuple[Snapshot, set[str]]:
+        """A recorded snapshot as this config reads each SLI (`feeds.sli_reading`): one read as a mean only now
+        keeps its mean (exact from any layout); one read whole now but recorded as a mean only has no
+        distribution to window on, so it is left out, as before its first event. Returns the SLIs left out."""
+        hists, dropped = dict(snap.hists), set()
+        for sli, h in snap.hists.items():
+            if sli not in SLI_FAMILIES:
+                continue
+            if sli in self._mean_slis:
+                if h.edges != MEAN_ONLY_EDGES:
+                    hists[sli] = project(h, MEAN_ONLY_EDGES)
+            elif h.edges == MEAN_ONLY_EDGES:
+                del hists[sli]
+                dropped.add(sli)
+        return (snap if hists == snap.hists else snap._replace(hists=hists)), dropped
+
+    def _book_as_read_now(self, book: SeriesBook) -> set[str]:
+        """The same for a recorded accumulator book: a histogram read as a mean only now continues as its _sum
+        and _count counters; one read whole now but recorded as those counters starts again, at 0 on its first
+        scrape (`_unborn`: what it counted before left the windows with the snapshots that held it)."""
+        family_sli = {f: sli for sli, f in SLI_FAMILIES.items()}
+        part_sli = {f"{f}{part}": (sli, f) for f, sli in family_sli.items() for part in ("_sum", "_count")}
+        dropped: set[str] = set()
+        for key, acc in list(book.hists.items()):
+            sli = family_sli.get(key[1])
+            if sli in self._mean_slis:
+                del book.hists[key]
+                raw, off = acc.last_raw, acc.offset
+                if raw is None:
+                    continue
+                for part, pick in (("_sum", lambda h: h.sum), ("_count", lambda h: h.count)):
+                    book.scalars[(key[0], key[1] + part, key[2])] = ScalarAccumulator(
+                        pick(raw), 0.0 if off is None else pick(off), acc.resets, acc.seen)
+        for key in list(book.scalars):
+            found = part_sli.get(key[1])
+            if found is not None and found[0] not in self._mean_slis:
+                del book.scalars[key]
+                self._unborn.add((key[0], found[1], key[2]))
+                dropped.add(found[0])
+        for family, h in list(book.retired_hists.items()):
+            sli = family_sli.get(family)
+            if sli in self._mean_slis:
+                del book.retired_hists[family]
+                for part, value in (("_sum", h.sum), ("_count", h.count)):
+                    book.retired_scalars[family + part] = book.retired_scalars.get(family + part, 0.0) + value
+        for name in list(book.retired_scalars):
+            found = part_sli.get(name)
+            if found is not None and found[0] not in self._mean_slis:
+                del book.retired_scalars[name]
+        return dropped
 
     def _good(self, snap: Snapshot) -> dict[str, tuple[float, float]]:
         good = {}
@@ -278,6 +405,19 @@ class DeploymentEngine:
                 adjusted.append(project(retired, common_edges(adjusted)) if adjusted else retired)
             if adjusted:
                 hists[sli] = merge(adjusted)
+        for sli, keys in self._mean_keys.items():
+            family = SLI_FAMILIES[sli]
+            parts: dict[str, float] = {}
+            for key in keys:
+                value = self.book.scalars[key].adjusted()
+                if value is not None:
+                    parts[key[1]] = parts.get(key[1], 0.0) + value
+            for name in (family + "_sum", family + "_count"):
+                if name in self.book.retired_scalars:
+                    parts[name] = parts.get(name, 0.0) + self.book.retired_scalars[name]
+            if parts:
+                total, count = parts.get(family + "_sum", 0.0), parts.get(family + "_count", 0.0)
+                hists[sli] = Hist(MEAN_ONLY_EDGES, (count,), total, count)
         counters: dict[str, float] = {}
         for cname, keys in self._counter_keys.items():
             vals = [v for v in (self.book.scalars[k].adjusted() for k in keys) if v is not None]
@@ -350,7 +490,7 @@ class DeploymentEngine:
                     self.book.retired_scalars[cname] = self.book.retired_scalars.get(cname, 0.0) + value
                 keys.discard(key)
         for key in self.book.expire(before):
-            for keys in (*self._hist_keys.values(), *self._counter_keys.values()):
+            for keys in (*self._hist_keys.values(), *self._counter_keys.values(), *self._mean_keys.values()):
                 keys.discard(key)
         for tid in [t for t, last in self._observed.items() if last < before]:
             del self._observed[tid]

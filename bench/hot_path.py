@@ -1,0 +1,107 @@
+"""The scrape hot path's guard: the sidecar's parse + SLO update of one scrape of the anchor exposition (the real
+fixture x 32 DP ranks), as a ratio to prometheus_client's parser on the same text in the same process and run.
+
+A ratio, so the machine's speed cancels out; `tests/bench/test_hot_path.py` fails when it is over 1.25x the
+figure committed in `bench/hot_path.json` (issue #33: reading more families on every scrape cost 3.7x unseen).
+`python -m bench.hot_path` measures and prints; `--write` records the figure with its commit and date (`make
+bench` does). Seconds, not minutes: prometheus_client takes ~0.3 s a parse of the anchor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.expositions import fixture_text, replicate
+from monitor.config import Deployment, Target
+from monitor.parse.exposition import parse
+from monitor.slo.engine import DeploymentEngine
+
+FIGURE = Path(__file__).with_name("hot_path.json")
+LIMIT = 1.25  # how far over its committed figure the ratio may drift before the suite fails
+DP_RANKS = 32
+
+
+def _wanted(dep: Deployment, target: Target) -> frozenset[str]:
+    """What the sidecar's scrape of `target` reads. Older commits (before #33) read every family on every scrape:
+    so the guard can be run on them to show it fails."""
+    try:
+        from monitor.feeds import target_wanted
+    except ImportError:  # a commit before per-target reads
+        from monitor.parse.families import engine_wanted
+        return engine_wanted()
+    return target_wanted(dep, target)
+
+
+def measure(rounds: int = 5, scrapes: int = 7) -> dict[str, float]:
+    """Medians over `rounds` interleaved rounds (each: `scrapes` sidecar scrapes, then one prometheus_client
+    parse), CPU time of this process: the sidecar's ms per scrape, the client's ms per parse, their ratio."""
+    text = replicate(fixture_text(), DP_RANKS)
+    body = text.encode()
+    dep = Deployment(name="bench", tpot_target_seconds=0.04, ttft_target_seconds=1.0)
+    target = Target(role="server", url="http://127.0.0.1:1/metrics")
+    wanted = _wanted(dep, target)
+    engine = DeploymentEngine(dep)
+    clock = 1_000_000.0
+    engine.observe(target, parse(body, wanted, count_families=False), clock)  # the first scrape creates the books
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(rounds):
+        for _ in range(scrapes):
+            gc.collect()
+            clock += 1.0
+            t0 = time.process_time()
+            engine.observe(target, parse(body, wanted, count_families=False), clock)
+            engine.snapshot(clock)
+            ours.append(time.process_time() - t0)
+        gc.collect()
+        t0 = time.process_time()
+        for fam in text_string_to_metric_families(text):
+            for _ in fam.samples:
+                pass
+        theirs.append(time.process_time() - t0)
+    side, client = statistics.median(ours), statistics.median(theirs)
+    return {"sidecar_ms": side * 1e3, "prometheus_client_ms": client * 1e3, "ratio": side / client}
+
+
+def committed() -> dict[str, Any]:
+    return json.loads(FIGURE.read_text())
+
+
+def _commit() -> str:
+    """HEAD, with `-dirty` when the measured code differs from it."""
+    root = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "monitor"], cwd=root, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    return head + ("-dirty" if dirty else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.hot_path", description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help=f"record the figure in {FIGURE.name}")
+    args = ap.parse_args(argv)
+    got = measure(rounds=9)
+    print(f"sidecar parse + update {got['sidecar_ms']:.2f} ms, prometheus_client {got['prometheus_client_ms']:.1f} ms,"
+          f" ratio {got['ratio']:.5f}")
+    if args.write:
+        record = {"ratio": round(got["ratio"], 6), "sidecar_ms": round(got["sidecar_ms"], 3),
+                  "prometheus_client_ms": round(got["prometheus_client_ms"], 1), "commit": _commit(),
+                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                  "exposition": f"tests/fixtures/real/sglang_0.5.23_server_metrics.txt x {DP_RANKS} DP ranks"}
+        FIGURE.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"wrote {FIGURE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
