@@ -65,6 +65,8 @@ generate: $(STAMP)
 
 bench: $(STAMP) go-tools
 	$(BIN)/python -m bench --write-results
+	$(BIN)/python -m bench.hot_path --write
+	$(BIN)/python -m bench.quotes
 
 # Benchmark 4 alone (the leading TPOT warning over 99 healthy emulated hours): its section of bench/RESULTS.md.
 bench-leading: $(STAMP)

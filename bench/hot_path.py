@@ -13,13 +13,13 @@ import argparse
 import gc
 import json
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import provenance
 from bench.expositions import fixture_text, replicate
 from monitor.config import Deployment, Target
 from monitor.parse.exposition import parse
@@ -76,16 +76,6 @@ def committed() -> dict[str, Any]:
     return json.loads(FIGURE.read_text())
 
 
-def _commit() -> str:
-    """HEAD, with `-dirty` when the measured code differs from it."""
-    root = Path(__file__).resolve().parents[1]
-    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
-                          check=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "monitor"], cwd=root, capture_output=True,
-                           text=True, check=True).stdout.strip()
-    return head + ("-dirty" if dirty else "")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.hot_path", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"record the figure in {FIGURE.name}")
@@ -95,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
           f" ratio {got['ratio']:.5f}")
     if args.write:
         record = {"ratio": round(got["ratio"], 6), "sidecar_ms": round(got["sidecar_ms"], 3),
-                  "prometheus_client_ms": round(got["prometheus_client_ms"], 1), "commit": _commit(),
+                  "prometheus_client_ms": round(got["prometheus_client_ms"], 1),
+                  "commit": provenance.commit_of(provenance.MEASURES["hot_path"]),
                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                   "exposition": f"tests/fixtures/real/sglang_0.5.23_server_metrics.txt x {DP_RANKS} DP ranks"}
         FIGURE.write_text(json.dumps(record, indent=2) + "\n")
