@@ -11,6 +11,7 @@ series.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sys
 from collections.abc import Callable
@@ -95,26 +96,56 @@ class PrometheusError(Exception):
     """Prometheus unreachable, or a query it refused; the message says which and why."""
 
 
+# An answer larger than this is refused whole (a range query over a big fleet at a fine step): the analysis
+# needs a few series per deployment, and a bigger body would only cost memory before failing elsewhere.
+MAX_ANSWER_BYTES = 128 * 1024 * 1024
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The body, or None past `limit` bytes (read no further)."""
+    buf = bytearray()
+    async for chunk in resp.content.iter_chunked(1 << 20):
+        buf += chunk
+        if len(buf) > limit:
+            return None
+    return bytes(buf)
+
+
+def _decode(raw: bytes) -> Any:
+    """Prometheus's HTTP API answers JSON (an error page may not be JSON: None)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 class PromClient:
-    def __init__(self, url: str, session: aiohttp.ClientSession, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, session: aiohttp.ClientSession, timeout: float = 30.0,
+                 max_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.url = url.rstrip("/")
         self.session = session
         self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.max_bytes = max_bytes
 
     async def _get(self, path: str, params: dict[str, str]) -> Any:
         url = f"{self.url}{path}"
         try:
             async with self.session.get(url, params=params, timeout=self.timeout) as resp:
-                text = await resp.text()
-                try:
-                    body = yaml.safe_load(text) if text else None  # JSON is YAML; tolerant of error pages
-                except yaml.YAMLError:
-                    body = None
+                raw = await _read_bounded(resp, self.max_bytes)
+                if raw is None:
+                    raise PrometheusError(f"{url}: the answer is over {self.max_bytes // (1024 * 1024)} MiB: narrow the "
+                                          f"range or raise --step" + (f"\n  query: {params['query']}"
+                                                                      if "query" in params else ""))
+                body = _decode(raw) if raw else None
                 if resp.status != 200 or not isinstance(body, dict) or body.get("status") != "success":
-                    err = body.get("error") if isinstance(body, dict) else text[:200].strip()
+                    shown = raw[:200].decode("utf-8", "replace").strip()
+                    err = body.get("error") if isinstance(body, dict) else shown
                     raise PrometheusError(f"{url}: HTTP {resp.status}: {err or 'no answer body'}"
                                           + (f"\n  query: {params['query']}" if "query" in params else ""))
-                return body["data"]
+                data = body.get("data")
+                if not isinstance(data, dict):
+                    raise PrometheusError(f"{url}: the answer has no `data` object: not Prometheus's HTTP API?")
+                return data
         except aiohttp.ClientConnectorError as err:
             raise PrometheusError(f"cannot reach Prometheus at {self.url}: {err.os_error or err}") from None
         except asyncio.TimeoutError:
@@ -127,11 +158,22 @@ class PromClient:
                           ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
         data = await self._get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}",
                                                         "end": f"{end:.3f}", "step": f"{step:g}"})
-        return [(r["metric"], [(float(t), float(v)) for t, v in r["values"]]) for r in data.get("result", [])]
+        try:
+            return [(dict(r["metric"]), [(float(t), float(v)) for t, v in r["values"]]) for r in data.get("result", [])]
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise PrometheusError(self._shape("/api/v1/query_range", query, err)) from None
 
     async def query(self, query: str, at: float) -> list[tuple[dict[str, str], float]]:
         data = await self._get("/api/v1/query", {"query": query, "time": f"{at:.3f}"})
-        return [(r["metric"], float(r["value"][1])) for r in data.get("result", [])]
+        try:
+            return [(dict(r["metric"]), float(r["value"][1])) for r in data.get("result", [])]
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+            raise PrometheusError(self._shape("/api/v1/query", query, err)) from None
+
+    def _shape(self, path: str, query: str, err: Exception) -> str:
+        """One line for an answer that is JSON but not a Prometheus result (a proxy's page, another API)."""
+        return (f"{self.url}{path}: the answer is not a Prometheus vector/matrix result ({type(err).__name__}: "
+                f"{str(err)[:80]})\n  query: {query}")
 
     async def scrape_interval(self) -> float | None:
         """The global scrape_interval of the running config (None where the API does not say)."""
@@ -298,6 +340,14 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
             targets = await client.query(selector(M_SLI_TARGET, {"deployment": deployment}), end)
             objectives = {m.get("sli"): v for m, v in await client.query(
                 selector(M_OBJECTIVE, {"deployment": deployment}), end)}
+            if not targets:
+                # The sidecar is not scraped there, but the generated rules record every SLI's target and objective
+                # in the same Prometheus (`slo_monitor:target:seconds`, `slo_monitor:objective:ratio`).
+                targets = await client.query(selector(names.TARGET, {"deployment": deployment}), end)
+                objectives = {m.get("sli"): v for m, v in await client.query(
+                    selector(names.OBJECTIVE, {"deployment": deployment}), end)}
+                if targets:
+                    say(f"prometheus: SLO targets of {deployment} read from the generated rules' {names.TARGET}")
             for m, v in targets:
                 if m.get("sli"):
                     specs[m["sli"]] = SliSpec(m["sli"], v, objectives.get(m["sli"], 0.99))
@@ -305,8 +355,8 @@ async def load_prometheus(url: str, deployment: str, start: float, end: float, s
             for _, v in await client.query(selector(names.OBJECTIVE, {"deployment": deployment, "sli": GOODPUT_SLI}), end):
                 specs[GOODPUT_SLI] = goodput_spec(v)
             if not specs:
-                raise ValueError(f"no SLO targets for {deployment!r}: Prometheus has no {M_SLI_TARGET} series for it "
-                                 "(the sidecar is not scraped); pass the config with -c")
+                raise ValueError(f"no SLO targets for {deployment!r}: Prometheus has neither the sidecar's {M_SLI_TARGET} "
+                                 f"nor the generated rules' {names.TARGET} for it; pass the config with -c")
     return build_dataset(url, deployment, times, step, results, specs, deployment_config, interval)
 
 
