@@ -22,10 +22,28 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def previous_report(out_dir: str | Path) -> str | None:
+    """What an earlier report in `out_dir` was of (deployment and range), which writing here replaces; None
+    where there is none."""
+    path = Path(out_dir) / "report.json"
+    if not path.is_file():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        return f"{old['deployment']} {old['from_iso']} .. {old['to_iso']}"
+    except (ValueError, KeyError, TypeError, OSError):
+        return "an earlier report"
+
+
 def write_report(rep: Report, out_dir: str | Path) -> dict[str, Path]:
+    """Write the report into `out_dir`; an earlier report there is replaced whole: its plots that this one
+    does not have are removed, so none of another deployment's or range's is left beside it."""
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
     pngs = plots.render_all(rep)
+    for stale in (out / "plots").glob("*.png"):
+        if stale.name not in pngs:
+            stale.unlink()
     for name, data in pngs.items():
         (out / "plots" / name).write_bytes(data)
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json"}

@@ -87,10 +87,13 @@ def auto_window(span: float) -> float:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from monitor.analyze.output import write_report
+    from monitor.analyze.output import previous_report, write_report
 
     rep = build_report(args)
+    replaced = previous_report(args.output)
     paths = write_report(rep, args.output)
+    if replaced is not None:
+        print(f"{args.output}: replaced the report of {replaced} (-o DIR keeps each report apart)", file=sys.stderr)
     print(rep.verdict.headline)  # what on-call reads first
     primary = rep.primary
     if primary is not None:
@@ -109,8 +112,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "write report.md, a self-contained report.html and report.json.")
     p.add_argument("--deployment", "-d", required=True, help="deployment name (the `deployment` label)")
     p.add_argument("--from", dest="from_", required=True, metavar="T1",
-                   help="start of the incident: RFC3339, unix seconds, `now` or relative like now-2h (or --from=-2h)")
-    p.add_argument("--to", required=True, metavar="T2", help="end of the incident (same forms; e.g. now)")
+                   help="start of the range to read, e.g. the last hour: now-1h (also RFC3339, unix seconds, `now`; "
+                        "or --from=-1h); the incident is found inside it")
+    p.add_argument("--to", required=True, metavar="T2", help="end of the range (same forms; e.g. now)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
     src.add_argument("--recording", metavar="FILE", help="the sidecar's SQLite recording")

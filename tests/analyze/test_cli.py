@@ -51,3 +51,19 @@ def test_without_window_the_report_says_which_window_it_chose(overheat_run, caps
     rep = json.loads((out / "report.json").read_text())
     assert rep["window_seconds"] == 120  # a 660 s range: 5m would eat the baseline as warm-up
     assert any("SLI window 120 s, chosen from the 660 s range" in n for n in rep["notes"]), rep["notes"]
+
+
+def test_a_second_report_in_the_same_directory_says_it_replaces_the_first_and_leaves_none_of_its_plots(
+        overheat_run, capsys, tmp_path):
+    out = tmp_path / "report"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "e2e-movers.png").write_bytes(b"a plot of another deployment's report")
+    args = ["analyze", "-d", "llama", "--from", str(EPOCH + T1), "--to", str(EPOCH + T2), "--window", "1m",
+            "--recording", str(overheat_run.recording), "-o", str(out)]
+    assert main(args) == 0
+    assert "replaced" not in capsys.readouterr().err  # no report.json there yet: nothing replaced
+    plots = {p.name for p in (out / "plots").iterdir()}
+    assert "e2e-movers.png" not in plots and "tpot-movers.png" in plots
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"{out}: replaced the report of llama " in err
