@@ -15,7 +15,10 @@ prometheus_release="3.${PROMETHEUS_MODULE#v0.3}"
 go install -ldflags "$version_flag=$prometheus_release" \
   "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE" \
   "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_MODULE"
-go install "github.com/slok/sloth/cmd/sloth@$SLOTH_MODULE"
+# Sloth's release build stamps its version into internal/info.Version (its scripts/build/bin/build-raw.sh); a plain
+# `go install` leaves it "dev".
+go install -ldflags "-X github.com/slok/sloth/internal/info.Version=$SLOTH_MODULE" \
+  "github.com/slok/sloth/cmd/sloth@$SLOTH_MODULE"
 
 # Alertmanager embeds its web UI's built assets (ui/app/dist), which its module does not ship: build it from
 # a writable copy of the module with placeholder pages there (the API and amtool do not use them).

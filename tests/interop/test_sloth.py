@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -76,3 +77,13 @@ def test_the_real_sloth_turns_every_spec_into_rules_promtool_accepts_with_our_la
         # 28d: the workbook's 30d factors times 28/30, as our burn_factor (14.4 -> 13.44).
         page = next(a["expr"] for a in alerts if a["labels"]["severity"] == "page")
         assert ("13.44 *" if period == "28d" else "14.4 *") in page
+
+
+def test_the_built_sloth_says_the_version_it_was_built_from():
+    """As Sloth's own release build does (#34 item 17): a `dev` would hide which Sloth the comparison ran."""
+    if not SLOTH.exists():
+        pytest.fail(f"{SLOTH} is missing (make go-tools)")
+    pinned = re.search(r"^SLOTH_MODULE=(\S+)", (Path(__file__).parents[2] / "tools" / "go_tools.sh").read_text(), re.M)
+    assert pinned is not None
+    got = subprocess.run([str(SLOTH), "version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    assert got == pinned.group(1), got
