@@ -8,6 +8,7 @@ changes meaning (`{{` in an annotation is executed by Prometheus' template engin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import reprlib
@@ -49,24 +50,21 @@ def shorten(text: str, limit: int = 400) -> str:
     return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
-def _unprintable(ch: str) -> bool:
-    # Control characters and the Unicode line/paragraph separators, which editors and YAML
-    # treat as line breaks; everything else (UTF-8 text) is valid raw in PromQL.
-    cp = ord(ch)
-    return cp < 0x20 or cp == 0x7F or 0x80 <= cp < 0xA0 or cp in (0x2028, 0x2029, 0xFEFF)
+# Control characters and the Unicode line/paragraph separators, which editors and YAML
+# treat as line breaks; everything else (UTF-8 text) is valid raw in PromQL.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+# One regex pass instead of a per-character loop: every label matcher of every rule goes through here.
+_PROMQL_ESCAPED = re.compile(r'[\\"\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]')
+
+
+def _promql_escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _PROMQL_SHORT.get(ch) or f"\\u{ord(ch):04x}"
 
 
 def promql_string(value: str) -> str:
     """`value` as a double-quoted PromQL string literal (quotes included)."""
-    out = []
-    for ch in str(value):
-        if ch in _PROMQL_SHORT:
-            out.append(_PROMQL_SHORT[ch])
-        elif _unprintable(ch):
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + _PROMQL_ESCAPED.sub(_promql_escape, str(value)) + '"'
 
 
 def promql_regex_literal(values: list[str] | tuple[str, ...]) -> str:
@@ -98,26 +96,108 @@ def comment(text: str) -> str:
     return " ".join(str(text).replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n").split())
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML; multi-line strings as `|` literals so PromQL stays readable."""
+_STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+
+
+def _literal(data: str) -> bool:
+    """Multi-line strings as `|` literals so PromQL stays readable (where a literal can say them)."""
+    return "\n" in data and not _UNPRINTABLE.search(data.replace("\n", "")) and data == data.rstrip(" ")
+
+
+class _PlainData:
+    """The nodes SafeRepresenter makes for block-style str, dict and list, without its per-node generic
+    dispatch (alias bookkeeping, MRO lookup, flow-style guess): half of a fleet's `generate` went there.
+    Anything else, and any other flow style, is SafeRepresenter's."""
+
+    default_flow_style: bool | None
+    sort_keys: bool
+
+    def represent_data(self, data: Any) -> yaml.Node:
+        kind = type(data)
+        if kind is str:
+            self._check(data)
+            return yaml.ScalarNode(_STR, data, style="|" if _literal(data) else None)
+        if kind is dict and self.default_flow_style is False:
+            items: Any = list(data.items())
+            if self.sort_keys:
+                with contextlib.suppress(TypeError):  # as SafeRepresenter: unorderable keys keep their order
+                    items = sorted(items)
+            pairs = [(self._key(k), self.represent_data(v)) for k, v in items]
+            return yaml.MappingNode(_MAP, pairs, flow_style=False)
+        if kind is list and self.default_flow_style is False:
+            return yaml.SequenceNode(_SEQ, [self.represent_data(x) for x in data], flow_style=False)
+        return super().represent_data(data)  # type: ignore[misc]
 
     def ignore_aliases(self, data: Any) -> bool:  # never emit &anchors for shared objects
         return True
 
+    def _key(self, key: Any) -> yaml.Node:
+        if type(key) is str:
+            self._check_key(key)
+        return self.represent_data(key)
 
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    if "\n" in data and not any(_unprintable(c) for c in data.replace("\n", "")) and data == data.rstrip(" "):
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+    def _check(self, data: str) -> None:
+        """Raise where this dumper's emitter must not write `data` (see _CDumper)."""
+
+    def _check_key(self, key: str) -> None:
+        """Raise where this dumper's emitter must not write `key` as a mapping key (see _CDumper)."""
 
 
-_Dumper.add_representer(str, _str_representer)
+class _Dumper(_PlainData, yaml.SafeDumper):
+    """Block-style YAML; multi-line strings as `|` literals."""
+
+
+# libyaml's emitter is ~5x faster (fleet-scale `generate` spent 90% of its time in PyYAML's), but it writes
+# some characters differently (non-BMP and U+0085/2028/2029/FEFF escaped, control characters in keys) and
+# ends a document after a `|+` literal with `...`. Output must not depend on which emitter is installed, so
+# it is used only for data made of characters both write alike (checked by fuzzing both emitters), and
+# strings short enough that no line reaches the 10,000-column width, where the two fold differently. Keys:
+# PyYAML writes `? key` for an empty one or one of 128 characters or more, libyaml for over 128 bytes.
+_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))
+_LIBYAML_MAX_CHARS = 4_000  # doubled by quote escaping plus a 128-character key stays under the width
+_LIBYAML_MAX_KEY_BYTES = 120
+_NOT_LIBYAML_SAFE = re.compile(r"[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+
+
+class _NotLibyamlSafe(Exception):
+    """A string that libyaml would write differently: the whole text is PyYAML's instead."""
+
+
+if _LIBYAML:
+    class _CDumper(_PlainData, yaml.CSafeDumper):
+        def _check(self, data: str) -> None:
+            if len(data) > _LIBYAML_MAX_CHARS or _NOT_LIBYAML_SAFE.search(data):
+                raise _NotLibyamlSafe
+
+        def _check_key(self, key: str) -> None:
+            if not 0 < len(key.encode()) <= _LIBYAML_MAX_KEY_BYTES:
+                raise _NotLibyamlSafe
+
+
+def _dump(data: Any, dumper: type, sort_keys: bool) -> str:
+    return yaml.dump(data, Dumper=dumper, sort_keys=sort_keys, allow_unicode=True, width=10_000,
+                     default_flow_style=False)
 
 
 def yaml_text(data: Any, sort_keys: bool = False) -> str:
     """Deterministic YAML; keys keep the order the builders put them in unless `sort_keys`."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=sort_keys, allow_unicode=True, width=10_000,
-                     default_flow_style=False)
+    if _LIBYAML and isinstance(data, (dict, list)):  # a bare scalar: PyYAML adds `...`, libyaml not
+        try:
+            text = _dump(data, _CDumper, sort_keys)
+        except _NotLibyamlSafe:
+            pass
+        else:
+            if not text.endswith("\n...\n"):  # libyaml's document end marker; PyYAML writes it less often
+                return text
+    return _dump(data, _Dumper, sort_keys)
+
+
+def yaml_item_text(item: Any) -> str:
+    """`item` as an entry (`- ...`) of a top-level block sequence, for texts that are joined under a `key:`
+    line (byte for byte what yaml_text writes for the whole list) or nested further. Without the `...` that
+    PyYAML writes after a keep-chomped literal (`|+`) at the very end: mid-file it would end the document."""
+    text = yaml_text([item])
+    return text[:-4] if text.endswith("\n...\n") else text
 
 
 def json_text(data: Any) -> str:

@@ -14,8 +14,16 @@ import sys
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+try:
+    from yaml.cyaml import CParser
+except ImportError:  # PyYAML built without libyaml
+    CParser = None
 
 # Nodes that aliases may add over the whole file, counting an alias as a copy of what it names. A
 # config that shares a block of settings between a few dozen targets adds a few hundred.
@@ -37,9 +45,10 @@ class YamlLimitError(Exception):
         self.line = line
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+class _Bounds(Composer):
+    """The bounds, checked as each node is composed; the parser below supplies the events."""
+
+    def _start_bounds(self) -> None:
         self._alias_nodes = 0
         self._nodes = 0
         self._sizes: dict[int, int] = {}  # id(node) -> its size with aliases expanded
@@ -100,7 +109,26 @@ class _BoundedLoader(yaml.SafeLoader):
         return size
 
 
-_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+class _PyBoundedLoader(_Bounds, yaml.SafeLoader):
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._start_bounds()
+
+
+_PyBoundedLoader.add_constructor("tag:yaml.org,2002:int", _Bounds.construct_yaml_int)
+_BoundedLoader: type[_Bounds] = _PyBoundedLoader
+if CParser is not None:
+    class _CBoundedLoader(_Bounds, CParser, SafeConstructor, Resolver):
+        # Composer (in _Bounds) before CParser: libyaml's own composer would skip the bounds.
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self._start_bounds()
+
+    _CBoundedLoader.add_constructor("tag:yaml.org,2002:int", _Bounds.construct_yaml_int)
+    _BoundedLoader = _CBoundedLoader
 
 
 def load_documents(text: str) -> list[Any]:

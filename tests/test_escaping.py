@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
+from monitor import escaping
 from monitor.escaping import (
     comment,
     excerpt,
@@ -10,6 +12,7 @@ from monitor.escaping import (
     promql_string,
     shorten,
     template_literal,
+    yaml_item_text,
     yaml_text,
 )
 from tests.generate.conftest import run_tool
@@ -70,3 +73,34 @@ def test_an_excerpt_of_a_value_never_walks_all_of_it_and_says_what_it_cut():
     assert excerpt("x" * 10_000).endswith("' (10,000 characters)") and len(excerpt("x" * 10_000)) < 100
     assert excerpt("pd") == "'pd'"
     assert shorten("y" * 1000) == "y" * 400 + "... (600 more characters)" and shorten("short") == "short"
+
+
+class _PyYamlDumper(yaml.SafeDumper):
+    """What yaml_text wrote before libyaml and its own representer: PyYAML's, end to end."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+_PyYamlDumper.add_representer(str, lambda dumper, data: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", data, style="|" if escaping._literal(data) else None))
+# Values where libyaml's emitter writes other text than PyYAML's: characters it escapes, end markers,
+# keys it writes as `? key`, lines past the width.
+LIBYAML_DIFFERS = NASTY + ["emoji 😀", "nel\x85", "bom\ufeff", "keep\n\n", "\n", "w " * 6_000, "中" * 50]
+
+
+@pytest.mark.parametrize("value", LIBYAML_DIFFERS)
+@pytest.mark.parametrize("sort_keys", [False, True])
+def test_yaml_text_is_pyyaml_s_text_whichever_emitter_writes_it(value, sort_keys):
+    for data in ({"k": value, "l": [value, {"m": value, "n": 1.5}], "o": None}, {value: [True, 0]}, [value],
+                 {"": 1, "k" * 128: 2, "ü" * 50: 3}):
+        assert yaml_text(data, sort_keys) == yaml.dump(data, Dumper=_PyYamlDumper, sort_keys=sort_keys,
+                                                       allow_unicode=True, width=10_000, default_flow_style=False)
+
+
+def test_yaml_item_texts_join_into_the_list_s_text_and_never_end_a_document_early():
+    items = [{"name": "a", "expr": "x\ny"}, {"name": "b", "note": "keep\n\n"}, {"name": "c"}]
+    texts = [yaml_item_text(item) for item in items]
+    assert "groups:\n" + "".join(texts) == yaml_text({"groups": items})
+    assert not texts[1].endswith("...\n")  # PyYAML's end marker after a `|+` literal, mid-file
+    assert yaml.safe_load("groups:\n" + "".join(reversed(texts))) == {"groups": items[::-1]}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -61,3 +63,27 @@ def test_a_wide_mapping_and_too_many_values_are_refused(monkeypatch):
     with pytest.raises(YamlLimitError, match="more than 1,000 values in one file") as err:
         load_documents(lists)
     assert err.value.line == 10
+
+
+@pytest.fixture(params=sorted({yaml_bounded._PyBoundedLoader, yaml_bounded._BoundedLoader}, key=lambda c: c.__name__))
+def each_parser(request, monkeypatch):
+    """PyYAML's pure-Python parser and, where PyYAML has it, libyaml's (the one used then) under the bounds."""
+    monkeypatch.setattr(yaml_bounded, "_BoundedLoader", request.param)
+    return request.param
+
+
+def test_the_bounds_hold_over_either_parser(each_parser):
+    with pytest.raises(YamlLimitError, match="a list of more than 10,000 items") as err:
+        load_documents("".join(f"- {i}\n" for i in range(MAX_ITEMS + 5)))
+    assert err.value.line == MAX_ITEMS + 1
+    with pytest.raises(YamlLimitError, match=f"nested more than {MAX_DEPTH} levels deep"):
+        load_documents("a: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH)
+    with pytest.raises(YamlLimitError, match=r"alias \*a is inside what it refers to"):
+        load_documents("a: &a [1, *a]")
+
+
+@pytest.mark.parametrize("path", ["examples/kimi-k2.6-ascend.yaml", "examples/minimal.yaml",
+                                  "tests/generate/fixtures/small.yaml"])
+def test_either_parser_reads_the_shipped_configs_as_the_safe_loader_does(each_parser, path):
+    text = (Path(__file__).resolve().parents[1] / path).read_text(encoding="utf-8")
+    assert load_documents(text) == list(yaml.safe_load_all(text))

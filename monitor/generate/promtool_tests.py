@@ -133,9 +133,9 @@ def _series(plan: Plan, role: str, error: float | None, steps: int, nhcb: bool =
     return out
 
 
-def _expected(dep: Deployment, plan: Plan, error: float, alertname: str, pairs: set[tuple[str, str]],
-              opts: Options) -> list:
-    rules = [r for r in burn_alerts(dep, plan, opts) if r["alert"] == alertname
+def _expected(dep: Deployment, plan: Plan, alerts: list[dict[str, Any]], error: float, alertname: str,
+              pairs: set[tuple[str, str]]) -> list:
+    rules = [r for r in alerts if r["alert"] == alertname
              and (r["labels"]["long_window"], r["labels"]["short_window"]) in pairs]
     burn = error / plan.budget
     labels = {"deployment": dep.name, "sli": plan.sli}
@@ -143,8 +143,9 @@ def _expected(dep: Deployment, plan: Plan, error: float, alertname: str, pairs: 
              "exp_annotations": {k: render(v, burn, labels) for k, v in r["annotations"].items()}} for r in rules]
 
 
-def _case(dep: Deployment, plan: Plan, role: str, name: str, multiple: float | None, eval_min: int,
-          pages: set[tuple[str, str]], tickets: set[tuple[str, str]], opts: Options) -> dict[str, Any] | None:
+def _case(dep: Deployment, plan: Plan, alerts: list[dict[str, Any]], role: str, name: str, multiple: float | None,
+          eval_min: int, pages: set[tuple[str, str]], tickets: set[tuple[str, str]],
+          opts: Options) -> dict[str, Any] | None:
     error = None if multiple is None else multiple * plan.budget
     if error is not None and error > 1:
         return None
@@ -162,20 +163,19 @@ def _case(dep: Deployment, plan: Plan, role: str, name: str, multiple: float | N
                                      "exp_samples": [{"labels": matchers(ids), "value": round(error, 4)}]}]
     case["alert_rule_test"] = [
         {"eval_time": at, "alertname": names.ALERT_PAGE,
-         "exp_alerts": _expected(dep, plan, error or 0, names.ALERT_PAGE, pages, opts)},
+         "exp_alerts": _expected(dep, plan, alerts, error or 0, names.ALERT_PAGE, pages)},
         {"eval_time": at, "alertname": names.ALERT_TICKET,
-         "exp_alerts": _expected(dep, plan, error or 0, names.ALERT_TICKET, tickets, opts)},
+         "exp_alerts": _expected(dep, plan, alerts, error or 0, names.ALERT_TICKET, tickets)},
     ]
     return case
 
 
-def _target_down_case(dep: Deployment, opts: Options) -> dict[str, Any] | None:
+def _target_down_case(dep: Deployment, symptoms: list[dict[str, Any]], opts: Options) -> dict[str, Any] | None:
     roles = scraped_roles(dep)
     if not roles:
         return None
     role = roles[0]
-    rule = next(r for g in symptom_groups(dep, opts) for r in g["rules"]
-                if r.get("alert") == names.ALERT_TARGET_DOWN and r["labels"].get("role") == role)
+    rule = next(r for r in symptoms if r.get("alert") == names.ALERT_TARGET_DOWN and r["labels"].get("role") == role)
     labels = {"deployment": dep.name, "role": role, "instance": "10.0.0.1:30000", "job": f"sglang-{role}"}
     series = selector("up", labels)
     return {"name": f"{dep.name}: {role} target down", "interval": opts.duration(STEP),
@@ -241,10 +241,11 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
                  2 * target),
             case("healthy stays quiet", fine, fine, None),
             case("idle stays quiet", None, None, None)]
-def _symptom_case(dep: Deployment, opts: Options, name: str, alertname: str, series: dict[str, str],
-                  quiet_at: int, firing_at: int, fired: dict[str, str], value: float) -> dict[str, Any]:
+def _symptom_case(dep: Deployment, symptoms: list[dict[str, Any]], opts: Options, name: str, alertname: str,
+                  series: dict[str, str], quiet_at: int, firing_at: int, fired: dict[str, str],
+                  value: float) -> dict[str, Any]:
     """One symptom alert over 1-minute samples: quiet at `quiet_at` minutes, firing with `fired` labels later."""
-    rule = next(r for g in symptom_groups(dep, opts) for r in g["rules"] if r.get("alert") == alertname)
+    rule = next(r for r in symptoms if r.get("alert") == alertname)
     labels = {**expanded_labels(rule), **fired}
     return {"name": f"{dep.name}: {name}", "interval": opts.duration("1m"),
             "input_series": [{"series": s, "values": v} for s, v in series.items()],
@@ -255,7 +256,7 @@ def _symptom_case(dep: Deployment, opts: Options, name: str, alertname: str, ser
                      "exp_annotations": {k: render(v, value, labels) for k, v in rule["annotations"].items()}}]}]}
 
 
-def _gateway_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+def _gateway_cases(dep: Deployment, symptoms: list[dict[str, Any]], opts: Options) -> list[dict[str, Any]]:
     """A circuit breaker that opens pages nothing for a minute, then tickets; PD rendezvous failures at smg
     1.13's registration probe (one per prefill without a bootstrap listener) never fire, a bootstrap-phase one
     does."""
@@ -263,14 +264,14 @@ def _gateway_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
         return []
     base = {"deployment": dep.name, "role": "router", "instance": "10.0.0.3:29000", "job": "sglang-router"}
     worker = {**base, "worker": "http://10.0.0.9:30000"}
-    cases = [_symptom_case(dep, opts, "gateway circuit breaker open", names.ALERT_GATEWAY_CIRCUIT_OPEN,
+    cases = [_symptom_case(dep, symptoms, opts, "gateway circuit breaker open", names.ALERT_GATEWAY_CIRCUIT_OPEN,
                            {selector(names.SMG_WORKER_CB_STATE, worker): "0 0 1x6"}, 2, 5, worker, 1.0)]
     if dep.mode == "pd-disaggregated" and names.gateway_has(dep.gateway, names.SMG_PD_RENDEZVOUS_FAILURES):
         failures = names.SMG_PD_RENDEZVOUS_FAILURES
         probe = {**base, "leg": "prefill", "phase": names.RENDEZVOUS_PROBE_PHASE}
         bootstrap = {**base, "leg": "decode", "phase": "bootstrap"}
         cases.append(_symptom_case(
-            dep, opts, "PD rendezvous failures: registration probes stay quiet, a bootstrap failure pages",
+            dep, symptoms, opts, "PD rendezvous failures: registration probes stay quiet, a bootstrap failure pages",
             names.ALERT_GATEWAY_PD_FAILURES,
             {selector(failures, probe): "0 1 2x9", selector(failures, bootstrap): "0x5 2x5"}, 5, 8,
             {"deployment": dep.name, "leg": "decode", "phase": "bootstrap"}, 2.0))
@@ -285,8 +286,11 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
         return {(lw, sw) for s, lw, sw, f in BURN_RATE_ALERTS
                 if s == severity and multiple > burn_factor(f, period)}
 
+    # The rules are built once here, not once per case that looks one up (fleet-scale generate time).
+    symptoms = [r for g in symptom_groups(dep, opts) for r in g["rules"]]
     tests = []
     for plan in plans:
+        alerts = burn_alerts(dep, plan, opts)
         # A role whose series feed the SLI (goodput and availability read their own series, not a role's).
         role = feed(dep, SLI_BY_KEY[plan.sli].roles if isinstance(plan, SLIPlan) else REQUEST_ROLES).target_roles[0]
         # A constant error ratio gives the same value in every window that holds >= 2 samples, so 64
@@ -295,15 +299,15 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
                                         ("slow burn tickets, does not page", 4.0, 64),
                                         ("healthy stays quiet", 0.1, 64), ("no traffic stays quiet", None, 30)):
             m = multiple or 0.0
-            case = _case(dep, plan, role, name, multiple, minutes,
+            case = _case(dep, plan, alerts, role, name, multiple, minutes,
                          firing("page", m) & pairs["page"], firing("ticket", m) & pairs["ticket"], opts)
             if case:
                 tests.append(case)
-    down = _target_down_case(dep, opts)
+    down = _target_down_case(dep, symptoms, opts)
     if down:
         tests.append(down)
     tests += _leading_cases(dep, opts)
-    tests += _gateway_cases(dep, opts)
+    tests += _gateway_cases(dep, symptoms, opts)
     return {"rule_files": [f"../{names.rules_file(dep.name)}"], "evaluation_interval": opts.duration(STEP),
             "tests": tests}
 
