@@ -434,8 +434,10 @@ ALERT_ACCEL_TELEMETRY_ABSENT: Final = "AcceleratorTelemetryAbsent"
 SIDECAR_JOB: Final = "slo-monitor"
 # Labels the generated alerts set themselves (or take from the series): a deployment's own `labels:`
 # may not use these names, nor Prometheus's reserved `__` prefix.
+CAUSE_LABEL: Final = "cause"  # tells apart alerts of one name with several causes (SGLangGatewayShedding)
 RESERVED_ALERT_LABELS: Final = frozenset({"deployment", "sli", "severity", "long_window", "short_window",
-                                          "burn_rate_threshold", "role", "instance", "job", "alertname"})
+                                          "burn_rate_threshold", "role", "instance", "job", "alertname",
+                                          CAUSE_LABEL})
 
 
 def group(deployment: str, kind: str) -> str:

@@ -56,21 +56,23 @@ def gateway_alerts(dep: Deployment, opts: Options, base: dict[str, str]) -> list
                    "Check the worker's logs and its 5xx answers on the deployment dashboard's Gateway row; with "
                    "every breaker open the gateway answers 503 no_available_workers (the availability SLO burns).")),
     ]
+    # Two ways of shedding, one alert name: each carries its own `cause`, or the two rules would be the same rule
+    # to Prometheus (promtool's lint: "duplicate rule", exit 3 with --lint-fatal).
     shedding = (
-        (SMG_OVERLOAD_SHED, "stage", f"{d}: the gateway sheds load at {{{{ $labels.stage }}}}",
+        (SMG_OVERLOAD_SHED, "worker_overload", "stage", f"{d}: the gateway sheds load at {{{{ $labels.stage }}}}",
          f"{SMG_OVERLOAD_SHED} increased: smg refused requests of deployment {d} because its workers are over the "
          "overload thresholds (--worker-overload-waiting-requests / --worker-overload-token-usage).",
          "Add decode capacity or lower the load; see the workers' queues and KV-cache usage."),
-        (SMG_ADMISSION_REJECTED, "reason", f"{d}: the gateway rejects requests at admission ({{{{ $labels.reason }}}})",
+        (SMG_ADMISSION_REJECTED, "admission_queue", "reason", f"{d}: the gateway rejects requests at admission ({{{{ $labels.reason }}}})",
          f"{SMG_ADMISSION_REJECTED} increased: with --max-concurrent-requests set, smg answered requests of "
          f"deployment {d} 429 admission_queue_full (reason full) or 503 admission_queue_timeout (timeout).",
          "Raise --max-concurrent-requests / --queue-size if the workers have headroom, else add capacity."),
     )
-    for family, by, summary, description, runbook in shedding:
+    for family, cause, by, summary, description, runbook in shedding:
         if gateway_has(gw, family):
             rules.append(alert(
                 names.ALERT_GATEWAY_SHEDDING, _increase(family, eq, f"deployment, {by}", five), None,
-                {**base, "severity": "ticket"},
+                {**base, "severity": "ticket", names.CAUSE_LABEL: cause},
                 _ann(f"{summary}: {{{{ $value | printf \"%.0f\" }}}} in {five}", description, runbook)))
     if dep.mode == "pd-disaggregated" and gateway_has(gw, SMG_PD_RENDEZVOUS_FAILURES):
         # The probe phase is counted once per prefill whose bootstrap port refused smg's registration probe (a

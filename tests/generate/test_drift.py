@@ -29,7 +29,9 @@ def test_generate_check_passes_on_the_committed_files(committed, capsys):
 def test_committed_rules_and_config_pass_promtool(committed, prometheus_build):
     promtool = prometheus_build.tool
     alerts = ROOT / "alerts"
-    res = run_tool(promtool, "check", "rules", *sorted(str(p) for p in (alerts / "rules").glob("*.rules.yml")))
+    # --lint-fatal: a duplicate rule (same name and labels) is an error, not a warning the exit code hides.
+    res = run_tool(promtool, "check", "rules", "--lint-fatal",
+                   *sorted(str(p) for p in (alerts / "rules").glob("*.rules.yml")))
     assert res.returncode == 0, res.stdout + res.stderr
     res = run_tool(promtool, "check", "config", "prometheus.yml", cwd=alerts)
     assert res.returncode == 0, res.stdout + res.stderr
