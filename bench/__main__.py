@@ -15,14 +15,25 @@ import sys
 import time
 from pathlib import Path
 
-from bench import big, detection, emulator, fleet, growth, leading, metrics_page, parse_cpu, provenance
+from bench import (
+    big,
+    detection,
+    emulator,
+    fleet,
+    generate_fleet,
+    growth,
+    leading,
+    metrics_page,
+    parse_cpu,
+    provenance,
+)
 from bench.expositions import catalogue
 from bench.table import markdown
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator", "growth", "metrics")
+BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator", "growth", "metrics", "generate")
 BY_NAME = {"parse": parse_cpu, "fleet": fleet, "big": big, "detection": detection, "leading": leading,
-           "emulator": emulator, "growth": growth, "metrics": metrics_page}
+           "emulator": emulator, "growth": growth, "metrics": metrics_page, "generate": generate_fleet}
 NOTES = """## How to read this
 
 - Absolute CPU numbers move by +-30 % with the other jobs on this 2-core machine (the load average at the
@@ -159,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         goals += metrics_page.goal_lines(page)
         emit("metrics", "7. /healthz under concurrent /metrics, with the page cache and without (issue 24 item 2)",
              metrics_page.render(page))
+    if "generate" in args.only:
+        gen = generate_fleet.run(sizes=(20, 100), rounds=1) if q else generate_fleet.run()
+        goals += generate_fleet.goal_lines(gen)
+        emit("generate", "8. `slo-monitor generate` for a fleet: time, memory, PrometheusRule objects (issue 33 item 5)",
+             generate_fleet.render(gen))
     end = ("Total wall time " + f"{time.time() - started:.0f} s; load average at end "
            + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(end)

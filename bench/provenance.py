@@ -30,6 +30,8 @@ MEASURES: dict[str, tuple[str, ...]] = {
     "growth": (*HOT_PATH, "monitor/record", "monitor/status_model.py", "monitor/export"),
     "metrics": ("monitor/slo", "monitor/export", "monitor/status_model.py"),
     "hot_path": (*HOT_PATH, "monitor/feeds.py"),
+    "generate": ("monitor/generate", "monitor/escaping.py", "monitor/yaml_bounded.py", "monitor/promql.py",
+                 "monitor/slo_plan.py", "monitor/config.py"),
 }
 _STAMP = re.compile(r"^Measured at commit ([0-9a-f]{7,40}(?:-dirty)?) \(([^)]*)\), on (.+)\.$", re.M)
 

@@ -152,3 +152,13 @@ def test_writing_one_benchmark_replaces_its_section_and_goal_lines_and_keeps_the
     assert "## 3. Detection\n\nthree\n\n## 4." in new and new.endswith("## How to read this\n\nnotes")
     rows = [line.split("|")[1].strip() for line in new.splitlines() if line.startswith("| ") and "goal " not in line]
     assert rows == ["1. CPU per scrape, a", goals[0][0], goals[1][0], "7. renders"]
+
+
+def test_generate_benchmark_runs_the_real_command_and_renders():
+    from bench import generate_fleet
+
+    res = generate_fleet.run(sizes=(3,), rounds=1)
+    run = res[3][0]
+    assert run["objects"] == 1 and 0 < run["largest_object"] < generate_fleet.GOAL_OBJECT_BYTES and run["files"] > 10
+    assert "deployments" in generate_fleet.render(res)
+    assert generate_fleet.goal_lines(res) == []  # goal lines are for the 500-deployment fleet only
