@@ -142,6 +142,9 @@ class Recording:
     def _decode(self, table: str, deployment: str, ts: float, text: str, decode: Callable[[Any], T]) -> T:
         try:
             return decode(json.loads(text))
+        except RecursionError:  # nesting deeper than the parser's recursion: no row the sidecar writes
+            raise CorruptRecording(f"{self.path}: the row of {deployment!r} at ts {ts:.3f} in table {table} is "
+                                   "unreadable (JSON nested too deeply)") from None
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
             what = f"{type(err).__name__}: {err}" if not isinstance(err, KeyError) else f"missing field {err}"
             raise CorruptRecording(f"{self.path}: the row of {deployment!r} at ts {ts:.3f} in table {table} is "
@@ -217,7 +220,28 @@ class Recording:
         return None if row is None or row[0] is None else (row[0], row[1])
 
 
+# The shape of a state row's fields as the sidecar writes them (`monitor.sidecar.state_row`): field -> (the type of
+# the field, the type of each of its values). A row of another shape is refused whole, in one line, here rather
+# than as a traceback wherever the analysis first touches it.
+_STATE_SHAPE: dict[str, tuple[type, type | None]] = {
+    "slis": (dict, dict), "load": (dict, dict), "rates": (dict, None), "targets": (dict, dict),
+    "accelerators": (list, dict), "goodput": (dict, None),
+}
+
+
 def _state(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TypeError(f"state is a {type(data).__name__}, not an object")
+    for name, (whole, each) in _STATE_SHAPE.items():
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, whole):
+            raise TypeError(f"state field {name!r} is a {type(value).__name__}, not a {whole.__name__}")
+        items = value.values() if isinstance(value, dict) else value
+        if each is not None and not all(isinstance(v, each) for v in items):
+            raise TypeError(f"state field {name!r} holds a value that is not a {each.__name__}")
+    goodput = data.get("goodput")
+    if goodput is not None and not isinstance(goodput.get("targets", {}), dict):
+        raise TypeError("state field 'goodput.targets' is not an object")
     return data

@@ -190,6 +190,17 @@ def _damage(kind: str, tmp_path):
         db.execute("UPDATE books SET book = '{\"hists\": [[\"x\"' WHERE deployment = 'd'")
         db.commit()
         db.close()
+    elif kind == "deep-json-book":  # issue #34 item 8: nesting past any parser's recursion was a RecursionError
+        db = sqlite3.connect(path)
+        db.execute("UPDATE books SET book = ? WHERE deployment = 'd'", ("[" * 100_000 + "]" * 100_000,))
+        db.commit()
+        db.close()
+    elif kind == "deep-json-snapshot":
+        db = sqlite3.connect(path)
+        db.execute("UPDATE snapshots SET snapshot = ? WHERE ts = (SELECT MAX(ts) FROM snapshots)",
+                   ('{"ts": 1, "hists": ' + "[" * 100_000 + "]" * 100_000 + "}",))
+        db.commit()
+        db.close()
     elif kind == "snapshot-missing-field":
         db = sqlite3.connect(path)
         db.execute("UPDATE snapshots SET snapshot = json_remove(snapshot, '$.hists') "
@@ -207,6 +218,8 @@ DAMAGE = {
     "truncated": "damaged",
     "bad-json-book": "table books",
     "snapshot-missing-field": "table snapshots",
+    "deep-json-book": "table books",
+    "deep-json-snapshot": "table snapshots",
     "empty-main-with-wal": "-wal",
 }
 
@@ -277,6 +290,23 @@ def test_a_damaged_row_read_by_analyze_is_one_line_too(tmp_path):
     res = subprocess.run([sys.executable, "-m", "monitor", "analyze", "--deployment", "d", "--recording", str(path),
                           "--from=-1h", "--to=now", "-o", str(tmp_path / "out")], capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr and str(path) in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("state", ['{"slis": []}', '{"targets": {"t": 3}}', '{"load": {"server": 1}}',
+                                   '{"accelerators": {}}', '{"goodput": {"targets": []}}', '[' * 100_000 + ']' * 100_000],
+                         ids=["slis-list", "target-number", "load-number", "accelerators-object", "goodput-list",
+                              "deep"])
+def test_a_state_row_of_another_shape_is_one_line_from_analyze(state, tmp_path):
+    """Issue #34 item 8: a `slis` that is a list was an AttributeError traceback."""
+    path = _good_recording(tmp_path / "rec.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE snapshots SET state = ? WHERE ts = (SELECT MAX(ts) FROM snapshots)", (state,))
+    db.commit()
+    db.close()
+    res = subprocess.run([sys.executable, "-m", "monitor", "analyze", "--deployment", "d", "--recording", str(path),
+                          "--from=-1h", "--to=now", "-o", str(tmp_path / "out")], capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert str(path) in res.stderr and "table snapshots" in res.stderr and len(res.stderr.strip().splitlines()) <= 3
 
 
 def test_a_sound_recording_still_restores_with_reset_given(tmp_path):
