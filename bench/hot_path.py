@@ -17,58 +17,27 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from bench import provenance
+from bench import parse_cpu, provenance
 from bench.expositions import fixture_text, replicate
-from monitor.config import Deployment, Target
-from monitor.parse.exposition import parse
-from monitor.slo.engine import DeploymentEngine
 
 FIGURE = Path(__file__).with_name("hot_path.json")
 LIMIT = 1.25  # how far over its committed figure the ratio may drift before the suite fails
 DP_RANKS = 32
 
 
-def _wanted(dep: Deployment, target: Target) -> frozenset[str]:
-    """What the sidecar's scrape of `target` reads. Older commits (before #33) read every family on every scrape:
-    so the guard can be run on them to show it fails."""
-    try:
-        from monitor.feeds import target_wanted
-    except ImportError:  # a commit before per-target reads
-        from monitor.parse.families import engine_wanted
-        return engine_wanted()
-    return target_wanted(dep, target)
-
-
 def measure(rounds: int = 5, scrapes: int = 7) -> dict[str, float]:
     """Medians over `rounds` interleaved rounds (each: `scrapes` sidecar scrapes, then one prometheus_client
-    parse), CPU time of this process: the sidecar's ms per scrape, the client's ms per parse, their ratio."""
-    text = replicate(fixture_text(), DP_RANKS)
-    body = text.encode()
-    dep = Deployment(name="bench", tpot_target_seconds=0.04, ttft_target_seconds=1.0)
-    target = Target(role="server", url="http://127.0.0.1:1/metrics")
-    wanted = _wanted(dep, target)
-    engine = DeploymentEngine(dep)
-    clock = 1_000_000.0
-    engine.observe(target, parse(body, wanted, count_families=False), clock)  # the first scrape creates the books
-    ours: list[float] = []
-    theirs: list[float] = []
+    parse), CPU time of this process: the sidecar's ms per scrape (parse + update, as benchmark 1's in-process
+    `sidecar` contender times it), the client's ms per parse, their ratio."""
+    run = parse_cpu.contenders(replicate(fixture_text(), DP_RANKS))
+    out: dict[str, list[float]] = {}
     for _ in range(rounds):
         for _ in range(scrapes):
-            gc.collect()
-            clock += 1.0
-            t0 = time.process_time()
-            engine.observe(target, parse(body, wanted, count_families=False), clock)
-            engine.snapshot(clock)
-            ours.append(time.process_time() - t0)
+            gc.collect()  # as run_inprocess does: no collection of another contender's garbage inside a timing
+            run["sidecar"](out)
         gc.collect()
-        t0 = time.process_time()
-        for fam in text_string_to_metric_families(text):
-            for _ in fam.samples:
-                pass
-        theirs.append(time.process_time() - t0)
-    side, client = statistics.median(ours), statistics.median(theirs)
+        run["prometheus_client"](out)
+    side, client = statistics.median(out["sidecar"]), statistics.median(out["prometheus_client"])
     return {"sidecar_ms": side * 1e3, "prometheus_client_ms": client * 1e3, "ratio": side / client}
 
 
