@@ -110,7 +110,8 @@ def _fail(error: str, started: float, status: int | None = None, size: int = 0, 
     return FetchResult(False, status, ctype, None, error, time.perf_counter() - started, size)
 
 
-async def _read_limited(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes | None:
+async def read_limited(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes | None:
+    """The body, or None past `max_bytes` (read no further): an endless body or a gzip bomb is cut there."""
     buf = bytearray()
     async for chunk in resp.content.iter_chunked(CHUNK):
         buf += chunk
@@ -146,7 +147,7 @@ async def fetch(
             # A declared, uncompressed length within the limit is read in one allocation; anything
             # else chunk by chunk, so an endless body or a gzip bomb is cut at the limit.
             plain = declared is not None and not resp.headers.get("Content-Encoding")
-            body = await resp.read() if plain else await _read_limited(resp, max_bytes)
+            body = await resp.read() if plain else await read_limited(resp, max_bytes)
             if body is None:
                 return _fail(f"response exceeds the limit of {max_bytes} bytes (cut)", started, resp.status,
                              max_bytes, ctype)

@@ -54,7 +54,7 @@ ALLOWED: dict[str, set[str]] = {
     "slo_plan": {"config", "conventions", "feeds", "promql"},
     "generate": {"config", "conventions", "escaping", "feeds", "promql", "redaction", "slo_plan"},
     "interop": {"config", "conventions", "escaping", "promql", "slo_plan"},
-    "analyze": {"config", "conventions", "feeds", "promql", "record", "slo"},
+    "analyze": {"config", "conventions", "feeds", "fetch", "promql", "record", "slo"},
     "emulate": {"config", "conventions", "signals"},
     "inspect_exposition": {"conventions", "parse", "slo"},
     "sidecar": {"config", "conventions", "export", "fdlimit", "observations", "record", "redaction", "reload",

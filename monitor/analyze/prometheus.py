@@ -87,6 +87,7 @@ from monitor.conventions.names import (
 from monitor.conventions.slis import COUNTER_ROLES, ENGINE_ROLES, GOODPUT_SLI, SLI_BY_KEY, SLI_FAMILIES
 from monitor.conventions.units import parse_prometheus_duration
 from monitor.feeds import feed
+from monitor.fetch import read_limited
 from monitor.promql import Expr, aggregate, binop, either, range_call, rate_sum, select, selector
 from monitor.slo.accumulate import HistAccumulator
 from monitor.slo.histogram import Hist, merge
@@ -99,16 +100,6 @@ class PrometheusError(Exception):
 # An answer larger than this is refused whole (a range query over a big fleet at a fine step): the analysis
 # needs a few series per deployment, and a bigger body would only cost memory before failing elsewhere.
 MAX_ANSWER_BYTES = 128 * 1024 * 1024
-
-
-async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
-    """The body, or None past `limit` bytes (read no further)."""
-    buf = bytearray()
-    async for chunk in resp.content.iter_chunked(1 << 20):
-        buf += chunk
-        if len(buf) > limit:
-            return None
-    return bytes(buf)
 
 
 def _decode(raw: bytes) -> Any:
@@ -131,7 +122,7 @@ class PromClient:
         url = f"{self.url}{path}"
         try:
             async with self.session.get(url, params=params, timeout=self.timeout) as resp:
-                raw = await _read_bounded(resp, self.max_bytes)
+                raw = await read_limited(resp, self.max_bytes)
                 if raw is None:
                     raise PrometheusError(f"{url}: the answer is over {self.max_bytes // (1024 * 1024)} MiB: narrow the "
                                           f"range or raise --step" + (f"\n  query: {params['query']}"
