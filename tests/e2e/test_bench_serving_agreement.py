@@ -339,12 +339,14 @@ SLOW_TTFT, SLOW_PROMPTS, SMG_KEEPALIVE = 6.0, 8, 15.0
 SLOW = "mixed-a"
 
 
-def client_gone(h: Harness, deployment: str) -> tuple[float, float]:
-    """The sidecar's (gateway 499s, SGLang aborts) since the stack started (its 1h window: the stack is younger)."""
+def client_gone(h: Harness, deployment: str) -> tuple[float, float] | None:
+    """The sidecar's (gateway 499s, SGLang aborts) since the stack started (its 1h window: the stack is younger);
+    None while it has no such counts (no request has been through the gateway yet)."""
     body = http_json(h.sidecar_url + "/api/v1/status")
     dep = next(d for d in body["deployments"] if d["name"] == deployment)
     w = next(w for w in dep["client_gone"] if w["window"] == "1h")
-    assert w["gateway_client_closed"] is not None and w["server_aborted"] is not None, w
+    if w["gateway_client_closed"] is None or w["server_aborted"] is None:
+        return None
     return w["gateway_client_closed"], w["server_aborted"]
 
 
@@ -381,11 +383,14 @@ def test_ttfts_over_smg_keepalive_agree_with_the_keepalive_off(harness, capsys):
 @pytest.mark.parametrize("harness", [GATEWAY_SMG], indirect=True)
 def test_ttfts_over_smg_keepalive_fail_bench_serving_on_the_ping_and_the_sidecar_counts_the_clients_gone(
         harness, capsys):
-    """smg's default keep-alive: each request whose first token comes after 15 s is a bench_serving failure,
-    a 499 at the gateway and an abort in SGLang; the sidecar shows as many of each. Last in the module: the
-    aborted requests never finish, so `Harness.settled` cannot be used after it."""
+    """smg's default keep-alive: each request whose first token comes after 15 s is a bench_serving failure and
+    a 499 at the gateway; SGLang aborts it 2 s after the hang-up unless it finished in those 2 s (as SGLang's
+    create_abort_task does). The sidecar shows the gateway's 499s and exactly the aborts the emulator counted.
+    Last in the module: the aborted requests never finish, so `Harness.settled` cannot be used after it."""
     h = harness
-    before = client_gone(h, SLOW)
+    before = client_gone(h, SLOW) or (0.0, 0.0)  # None: this test runs alone, before any request
+    servers = h.emulator.deployments[SLOW].servers
+    aborts_before = sum(s.store.counter_value("sglang:num_aborted_requests") for s in servers)
     h.incident(SLOW, "ttft_spike", SLOW_TTFT)
     try:
         proc = bs.run_process(slow_args(h, h.routers[SLOW].url, 13), h.tmp / "slow-ttft-keepalive.jsonl",
@@ -405,14 +410,26 @@ def test_ttfts_over_smg_keepalive_fail_bench_serving_on_the_ping_and_the_sidecar
     else:
         assert proc.returncode == 0, proc.stderr[-3000:]
 
+    # Ground truth: once no request of this run is alive, the emulator's own abort counter is final.
+    dep = h.emulator.deployments[SLOW]
+    wait_until(lambda: not any(r.real for r in list(dep._live.values())), 40, 0.25,
+               what="every hung-up request to be aborted or finished")
+    aborted = sum(s.store.counter_value("sglang:num_aborted_requests") for s in servers) - aborts_before
+    # A request whose first token came inside the 2 s abort delay may finish instead: never more aborts than
+    # hang-ups, and most hang-ups (first token after 15 s of a ~6x TTFT) are still aborted.
+    assert failed // 2 <= aborted <= failed, (failed, aborted)
+
     def counted() -> tuple[float, float] | None:
         now = client_gone(h, SLOW)
+        if now is None:
+            return None
         seen = (now[0] - before[0], now[1] - before[1])
-        return seen if seen == (failed, failed) else None
+        return seen if seen == (failed, aborted) else None
 
     try:
         wait_until(counted, 40, 0.5, what="the sidecar to count the clients that left")
     except AssertionError:
-        now = client_gone(h, SLOW)
-        raise AssertionError(f"bench_serving failed {failed}; the sidecar counts {now[0] - before[0]:.0f} gateway "
-                             f"499s and {now[1] - before[1]:.0f} SGLang aborts") from None
+        now = client_gone(h, SLOW) or (float("nan"), float("nan"))
+        raise AssertionError(f"bench_serving failed {failed} and the emulator aborted {aborted:.0f}; the sidecar "
+                             f"counts {now[0] - before[0]:.0f} gateway 499s and {now[1] - before[1]:.0f} SGLang "
+                             f"aborts") from None
