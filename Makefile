@@ -53,9 +53,14 @@ go-tools: $(GO_STAMP)
 demo: $(STAMP) gateways
 	$(BIN)/slo-monitor demo
 
+# The tests mostly wait on timers (emulated load, Prometheus evaluations), so they run in TEST_WORKERS processes
+# even on 2 cores; the tests that share a running stack or a recorded incident run on one worker, in file order
+# (tests/conftest.py groups them). TEST_WORKERS=0 runs them in this process, one after another.
+TEST_WORKERS ?= 6
+
 test: $(STAMP) gateways go-tools
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -ra --durations=25
+	$(BIN)/pytest -q -ra --durations=25 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

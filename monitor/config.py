@@ -364,6 +364,9 @@ class SidecarSettings(_Strict):
     # Rows older than this are thinned to one per minute, past 6 h to one per 5 minutes (docs/recording.md).
     recording_full_resolution: str = "1h"
     api_bearer_token: str | None = Field(default=None, repr=False)
+    # POST /-/reload reloads the config only when this is on, as Prometheus's only with --web.enable-lifecycle:
+    # an endpoint that acts is opt-in (SIGHUP always reloads). Read at start.
+    enable_lifecycle: bool = False
     # A connection to the sidecar's port must deliver a whole request within this many seconds of
     # opening (or of its previous response), else it is closed: half-sent requests hold nothing.
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)

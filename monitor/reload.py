@@ -15,7 +15,7 @@ from monitor.config import Config
 
 # Sidecar settings read only at start: changing them takes a restart.
 RESTART_ONLY = ("listen_host", "listen_port", "recording_path", "http_header_timeout_seconds", "otlp_endpoint",
-                "otlp_interval_seconds", "max_connections", "open_files_limit")
+                "otlp_interval_seconds", "max_connections", "open_files_limit", "enable_lifecycle")
 
 
 class ReloadRefused(ValueError):

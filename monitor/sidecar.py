@@ -40,7 +40,7 @@ from monitor.export.telemetry import telemetry_families
 from monitor.fdlimit import default_max_connections, open_files_limits, raise_open_files_limit
 from monitor.observations import Observations
 from monitor.record.size import expected_bytes, rows_kept
-from monitor.record.store import CorruptRecording, Recording, RecordingError, move_aside
+from monitor.record.store import CorruptRecording, Recording, RecordingError, RecordingGone, move_aside
 from monitor.redaction import redact_str
 from monitor.reload import ReloadPlan, ReloadRefused, plan_reload, request_log_part
 from monitor.requestlog import RequestLogReader, state_path_for
@@ -154,6 +154,8 @@ class Sidecar:
         self._last_written: float | None = None
         self._said_size = False
         self.restored: dict[str, int] = {}
+        self._recording_reset = recording_reset
+        self._record_stopped: str | None = None  # why the recording is no longer written (damaged, replaced)
         if config.sidecar.recording_path:
             self._open_recording(config.sidecar.recording_path, reset=recording_reset)
 
@@ -186,7 +188,9 @@ class Sidecar:
         history = {}
         for dep in self.config.deployments:
             saved = self.recording.book(dep.name, [t.id for t in dep.targets])
-            history[dep.name] = (self.recording.snapshots(dep.name, start=horizon, end=now), saved[1] if saved else None)
+            # From the deployment's last rebuild by a reload (its windows started empty then), when later.
+            start = max(horizon, self.recording.epoch(dep.name) or -math.inf)
+            history[dep.name] = (self.recording.snapshots(dep.name, start=start, end=now), saved[1] if saved else None)
             self._say_future_rows(dep.name, now)
         loaded = self.observations.restore(history)
         for name, n in loaded.items():
@@ -208,13 +212,16 @@ class Sidecar:
                     "which has stepped back since they were written): not restored; they stay in the file",
                     self.recording.path, ahead, "" if ahead == 1 else "s", deployment, span[1] - now)
 
-    def record(self, now: float, *, force: bool = False) -> bool:
+    def record(self, now: float, *, force: bool = False, retry: bool = True) -> bool:
         """Write one recording tick when the recording interval has passed."""
         if self.recording is None:
             return False
         # A negative gap is a clock that stepped back: write now rather than wait for it to catch up.
         if not force and 0 <= now - self._last_record < self.config.sidecar.recording_interval_seconds:
             return False
+        if self._record_stopped is not None:  # each tick not written counts, as a failed write does
+            self._last_record = now
+            return self._write_failed(now, self._record_stopped)
         status = self.status()
         telemetry = self.observations.readings_by_deployment()
         logs: dict[str, list[TargetCounts]] = {}
@@ -229,20 +236,23 @@ class Sidecar:
             readings = [r for res in telemetry.get(dep.name, []) for r in res.readings]
             rows.append((dep.name, snap, state_row(ds, readings, logs.get(dep.name, ())), book))
         try:
+            self.recording.check_file()
             written = self.recording.write_tick(
                 rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention),
                 thin=recording_thinning(self.config.sidecar.recording_full_resolution))
+        except (RecordingGone, CorruptRecording) as err:
+            if retry and self._recording_lost(err):
+                return self.record(now, force=True, retry=False)  # into the fresh recording, at once
+            return self._write_failed(now, self._record_stopped or str(err))
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.OperationalError):  # disk full, I/O error: the file may be sound
+                return self._write_failed(now, str(err))
+            # "database disk image is malformed": damage SQLite met while writing.
+            if retry and self._recording_lost(CorruptRecording(f"{self.recording.path}: the file is damaged ({err})")):
+                return self.record(now, force=True, retry=False)
+            return self._write_failed(now, self._record_stopped or str(err))
         except sqlite3.Error as err:
-            # Disk full, I/O error: scraping and serving go on; said once, and again when it recovers.
-            # Also counted and on /healthz ("degraded"), so it is not only in the log.
-            if str(err) != self._record_error:
-                log.error("recording %s: cannot write (%s); the SLO state is still served, but not kept",
-                          self.recording.path, err)
-            self._record_error = str(err)
-            self._record_errors += 1
-            if self._record_failing_since is None:
-                self._record_failing_since = now
-            return False
+            return self._write_failed(now, str(err))
         if self._record_error is not None:
             log.info("recording %s: writing again", self.recording.path)
             self._record_error = None
@@ -252,6 +262,46 @@ class Sidecar:
         if not self._said_size and rows:
             self._say_size(written / len(rows))
         return True
+
+    def _write_failed(self, now: float, error: str) -> bool:
+        """A tick not written: said once (and again when it recovers), counted, on /healthz ("degraded")."""
+        assert self.recording is not None
+        if error != self._record_error:
+            log.error("recording %s: cannot write (%s); the SLO state is still served, but not kept",
+                      self.recording.path, error)
+        self._record_error = error
+        self._record_errors += 1
+        if self._record_failing_since is None:
+            self._record_failing_since = now
+        return False
+
+    def _recording_lost(self, err: RecordingError) -> bool:
+        """The file being written was deleted, replaced or damaged while running. A deleted one is started
+        again at its path (nothing is left to keep: the windows in memory go on into the new file); a replaced
+        or damaged one is moved aside for a fresh one with --recording-reset, as at start, and otherwise no
+        longer written (never into a file that is not ours). True when a fresh recording is open."""
+        assert self.recording is not None
+        path = self.recording.path
+        self.recording.close()
+        deleted = isinstance(err, RecordingGone) and not path.exists()
+        if not deleted and not self._recording_reset:
+            self._record_stopped = (f"{err}; not written any more: restart with --recording-reset to move it aside "
+                                    "and begin a fresh recording")
+            return False  # said by _write_failed, once
+        try:
+            if deleted:
+                log.warning("%s: starting a new recording there (the history before now went with the deleted "
+                            "file; the windows in memory go on)", err)
+            else:
+                aside = move_aside(path, self.clock())
+                log.warning("%s; moved it to %s (--recording-reset) and started a fresh recording", err, aside.name)
+            self.recording = Recording(path)
+        except (RecordingError, OSError, sqlite3.Error) as again:
+            self._record_stopped = f"{err}; a fresh recording could not be started either: {again}"
+            return False
+        self._record_stopped = None
+        return True
+
 
     def _say_size(self, row_bytes: float) -> None:
         """Once, from the first tick's rows: how large the recording will grow with this fleet, thinning
@@ -313,8 +363,12 @@ class Sidecar:
             self._reload_ok, self._reload_error = False, reason
             log.error("config reload failed, still running the previous config: %s", reason)
             return reason
-        self._apply(new, plan)
         self._reload_ok, self._reload_error, self._loaded_at = True, None, now
+        if new == self.config:  # nothing to apply: every loop, window and tick goes on untouched
+            log.info("config reloaded: unchanged (%d deployment%s kept)", len(new.deployments),
+                     "" if len(new.deployments) == 1 else "s")
+            return None
+        self._apply(new, plan)
         log.info("config reloaded: %d deployment%s (%s)", len(new.deployments),
                  "" if len(new.deployments) == 1 else "s", plan.summary())
         return None
@@ -323,15 +377,33 @@ class Sidecar:
         keep = set(plan.kept)
         old_scraper = self.scraper
         observations = self.observations.reloaded(new, keep, plan.rebuilt)
+        self._mark_epochs([*plan.rebuilt, *plan.added])
+        if request_log_part(new) != request_log_part(self.config):
+            self.request_logs = RequestLogReader(new, state_path_for(new.sidecar.recording_path), clock=self.clock)
+        if old_scraper.can_update(new):
+            # The running loops go on: unchanged deployments keep their schedule, the cycle tick (request logs,
+            # recording) its own; only the changed deployments' loops start again.
+            self.config, self.observations = new, observations
+            old_scraper.update(new, observations, keep)
+            return
         scraper = Scraper(new, observations, clock=self.clock)
         scraper.cycles, scraper.last_cycle_seconds = old_scraper.cycles, old_scraper.last_cycle_seconds
         scraper.npu_details = {k: v for k, v in old_scraper.npu_details.items() if k[0] in keep}
-        if request_log_part(new) != request_log_part(self.config):
-            self.request_logs = RequestLogReader(new, state_path_for(new.sidecar.recording_path), clock=self.clock)
         self.config, self.observations, self.scraper = new, observations, scraper
         self._generation.set()  # the running scraper ends its cycle; run() starts the new one
         if old_scraper is not self._running:
             old_scraper.close()  # replaced before it ever ran
+
+    def _mark_epochs(self, names: list[str]) -> None:
+        """The deployments a reload rebuilt or added start their windows empty now: the recording says so, so
+        that a restart restores their windows from here on, not stitched from their earlier rows as well."""
+        if self.recording is None or not names:
+            return
+        try:
+            self.recording.mark_epochs(names, self.clock())
+        except sqlite3.Error as err:
+            log.error("recording %s: cannot note that %s started again (%s); after a restart their windows may "
+                      "include rows from before this reload", self.recording.path, ", ".join(names), err)
 
     def reload_status(self) -> ConfigReloadStatus:
         return ConfigReloadStatus(successful=self._reload_ok, last_success_ts=self._loaded_at,
@@ -442,6 +514,7 @@ class Sidecar:
         app = build_app(self.metrics_page, self.status, api_token=lambda: self.config.sidecar.api_bearer_token,
                         header_timeout=side.http_header_timeout_seconds, problems=self.problems,
                         degraded=self.degradations, reload=self.reload,
+                        lifecycle=side.enable_lifecycle,
                         deployment_names=lambda: [d.name for d in self.config.deployments], guard=self.guard)
         self.runner, self.port = await start_server(app, host or side.listen_host,
                                                     side.listen_port if port is None else port)

@@ -78,3 +78,32 @@ def prometheus_build(request: pytest.FixtureRequest) -> Build:
 @pytest.fixture(params=ALERTMANAGER_BUILDS, ids=lambda b: b.name)
 def alertmanager_build(request: pytest.FixtureRequest) -> Build:
     return request.param.require()
+
+
+# Module- and session-scoped fixtures cheap enough to build once per pytest-xdist worker.
+_CHEAP_SHARED = {"real_text", "real_openmetrics", "small_config", "k26_path", "k3_path", "synthetic_path"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `-n N --dist loadgroup` (the Makefile's `test`): the tests that share one of our module- or
+    session-scoped fixtures (a running stack, a recorded incident) go to one worker, in file order, so the
+    fixture is built once and tests that rely on running after their neighbours (a stack's state) still do.
+    A parametrized fixture groups per parameter: the Prometheus 2.42 and 3 stacks run side by side."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        callspec = getattr(item, "callspec", None)
+        keys = []
+        for name in info.names_closure:
+            defs = info.name2fixturedefs.get(name)
+            if not defs or name in _CHEAP_SHARED:
+                continue
+            fixdef = defs[-1]
+            if fixdef.scope not in ("module", "session") or not fixdef.baseid:
+                continue  # function scope, or a plugin's fixture (tmp_path_factory)
+            index = callspec.indices.get(name) if callspec is not None else None
+            keys.append(f"{fixdef.baseid}::{name}" + (f"[{index}]" if index is not None else ""))
+        if keys:
+            item.add_marker(pytest.mark.xdist_group(min(keys)))

@@ -175,6 +175,9 @@ class _Site(web.BaseSite):
 DEADLINES = web.AppKey("request_deadlines", RequestDeadlines)
 GUARD = web.AppKey("connection_guard", ConnectionGuard)
 DEFAULT_MAX_CONNECTIONS = 1024
+# POST /-/reload while sidecar.enable_lifecycle is off: Prometheus's 403 and words, with where to turn it on.
+LIFECYCLE_OFF = ("Lifecycle API is not enabled: set sidecar.enable_lifecycle: true (and restart) for POST /-/reload, "
+                 "or send the process SIGHUP")
 
 
 def build_app(metrics_page: MetricsPage, status: StatusSource, *,
@@ -182,14 +185,14 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
               header_timeout: float = HEADER_TIMEOUT_SECONDS,
               problems: Callable[[], list[str]] | None = None,
               degraded: Callable[[], list[str]] | None = None,
-              reload: Callable[[], str | None] | None = None,
+              reload: Callable[[], str | None] | None = None, lifecycle: bool = True,
               deployment_names: Callable[[], list[str]] | None = None,
               guard: ConnectionGuard | None = None) -> web.Application:
     """`problems()` says what makes the sidecar unhealthy (e.g. a stuck loop): /healthz answers 503 with
     them, 200 when there are none. `degraded()` says what works less than it should while the SLO state
     is served (e.g. the recording cannot be written): 200 with status "degraded" and the reasons, so a
     liveness probe does not restart what a restart would not fix. `reload()` reloads the config for
-    `POST /-/reload` (None when it worked, else why not); `api_token` may be a callable (read per request,
+    `POST /-/reload` (None when it worked, else why not) when `lifecycle` is on (else a 403); `api_token` may be a callable (read per request,
     so a reload can change it). `deployment_names()` lists the deployments in order, so that a page of
     /api/v1/status builds only its own (without it they are read from a whole `status()`). `metrics_page`
     serves /metrics; `guard` caps the port's connections (default: 1024) and logs its overload."""
@@ -239,6 +242,8 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
 
     async def reload_config(request: web.Request) -> web.Response:
         # As Prometheus's /-/reload: 200 when the new config runs, 500 with why when the old one stays.
+        if not lifecycle:
+            return web.json_response({"status": "error", "error": LIFECYCLE_OFF}, status=403)
         error = reload() if reload is not None else "this server has no config to reload"
         if error is not None:
             return web.json_response({"status": "error", "error": error}, status=500)

@@ -53,6 +53,13 @@ class CorruptRecording(RecordingError):
     """The file is there but damaged: it can be moved aside (move_aside) and a fresh one started."""
 
 
+class RecordingGone(RecordingError):
+    """The file open here is no longer at its path (deleted, or another file put there) while it was written."""
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def move_aside(path: str | Path, now: float | None = None) -> Path:
     """Rename a damaged recording (and its -wal/-shm) to `<file>.corrupt-<UTC time>`; returns the new name."""
     path = Path(path)
@@ -120,6 +127,27 @@ class Recording:
         if row is None or row[0] != SCHEMA_VERSION:
             self.db.close()
             raise CorruptRecording(f"{self.path}: recording schema {row[0] if row else '?'} is not {SCHEMA_VERSION}")
+        # Which file this is: a file deleted or replaced at the path later is told from this one (`check_file`).
+        st = os.stat(self.path)
+        self._identity = (st.st_dev, st.st_ino)
+
+    def check_file(self) -> None:
+        """Before each write: the file at the path is still the one open here, and still starts as SQLite's do.
+        A deleted file would be written on unseen (the open handle keeps it) and lost at the next start; a file
+        truncated or overwritten from its start is found here at once, not at the next start. Damage further
+        in is found by SQLite while writing, or by the quick check at each checkpoint."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise RecordingGone(f"{self.path}: the recording was deleted while the sidecar wrote it") from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise RecordingGone(f"{self.path}: another file was put at the recording's path while the sidecar wrote "
+                                "it")
+        with open(self.path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+        if head != SQLITE_HEADER:
+            what = "truncated to 0 bytes" if st.st_size == 0 else "overwritten: its first bytes are not SQLite's"
+            raise CorruptRecording(f"{self.path}: the file was damaged while the sidecar wrote it ({what})")
 
     def _check_integrity(self) -> None:
         # quick_check reads every page (O(size), ~0.1 s for 25 MB): a truncated or overwritten file
@@ -174,6 +202,7 @@ class Recording:
                     self._thin(newest - age, step)
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_seconds:
             self.checkpoint()
+            self._check_integrity()  # damage past the header, found within a checkpoint interval
         return written
 
     def _thin(self, cut: float, step: float) -> None:
@@ -187,6 +216,25 @@ class Recording:
             "WHERE o.deployment = s.deployment AND o.ts < s.ts AND o.ts >= ? * CAST(s.ts / ? AS INTEGER))",
             (lo if lo > -math.inf else -1e18, cut, step, step))
         self._thinned[step] = cut
+
+    def mark_epochs(self, deployments: Iterable[str], ts: float) -> None:
+        """`deployments` start their windows again at `ts` (a reload rebuilt or added them): restore reads their
+        rows from there on. Their older rows stay, for `analyze`."""
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                [(f"epoch:{name}", repr(float(ts))) for name in deployments])
+
+    def epoch(self, deployment: str) -> float | None:
+        """When `deployment`'s windows last started again (`mark_epochs`), or None."""
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (f"epoch:{deployment}",)).fetchone()
+        if row is None:
+            return None
+        try:
+            value = float(row[0])
+        except ValueError:
+            raise CorruptRecording(f"{self.path}: meta row epoch:{deployment} is not a time ({row[0]!r:.60})"
+                                   ) from None
+        return value if math.isfinite(value) else None
 
     def deployments(self) -> list[str]:
         q = "SELECT DISTINCT deployment FROM snapshots ORDER BY 1"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import aiohttp
@@ -31,6 +31,10 @@ from monitor.telemetry.collect import DetailCache, collect
 
 log = logging.getLogger(__name__)
 
+# The sidecar settings a Scraper is built on: a reload that changes one replaces the scraper (every loop starts
+# again); any other reload updates it in place (`Scraper.update`).
+SCRAPER_BOUND = ("scrape_interval_seconds", "stagger_scrapes", "max_concurrent_scrapes", "parse_inline_max_bytes",
+                 "parse_process_min_bytes", "parse_workers")
 
 
 def explain_http_error(target: Target, error: str) -> str:
@@ -75,6 +79,44 @@ class Scraper:
         # same error at every later scrape is one line (a bug that persists was 30 lines per scrape).
         self._said: dict[tuple[str, str], str] = {}
         self.parser = ParserPool(config.sidecar)
+        # While `run` runs (staggered): its session and stop event, and each deployment's scrape loop task, so
+        # that a reload can replace the loops of the deployments it changed and leave the others on schedule.
+        self._session: aiohttp.ClientSession | None = None
+        self._stop: asyncio.Event | None = None
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def can_update(self, new: Config) -> bool:
+        """Whether `new` can run in this scraper, its unchanged deployments' loops going on: the settings it
+        is built on (`SCRAPER_BOUND`: the interval and phases, the connection pool, the parser) are the same."""
+        return all(getattr(new.sidecar, name) == getattr(self.config.sidecar, name) for name in SCRAPER_BOUND)
+
+    def update(self, config: Config, sink: ResultSink, kept: Collection[str]) -> None:
+        """Run `config` from now (a reload; `can_update(config)` holds). The deployments in `kept` (unchanged)
+        keep their loops, phase and health: a reload, even one a second, never delays their scrapes or the
+        cycle tick. The others' loops stop; changed and new ones start, a changed one scraped when its next
+        scrape was due (at once if that has passed), so reloading never starves a deployment either."""
+        keep = set(kept)
+        self.config, self.sink = config, sink
+        self.wanted = {(d.name, t.id): target_wanted(d, t) for d in config.deployments for t in d.targets
+                       if t.source in ("sglang", "router-engine-metrics")}
+        self.npu_details = {k: v for k, v in self.npu_details.items() if k[0] in keep}
+        self._said = {k: v for k, v in self._said.items() if k[0] in keep}
+        for name in [n for n in self._tasks if n not in keep]:
+            self._tasks.pop(name).cancel()
+        # A changed deployment keeps its health record: its loop age runs on, so a deployment that reloads keep
+        # from being scraped is stale on /healthz, not healthy with an age that restarts at each reload.
+        self.loops = {d.name: self.loops.get(d.name) or LoopHealth(LOOP_SCRAPE, d.name) for d in config.deployments}
+        self.deployment_cycle_seconds = {k: v for k, v in self.deployment_cycle_seconds.items() if k in keep}
+        if self._session is None or self._stop is None:
+            return  # not running yet (or not staggered): `run` starts every deployment's loop itself
+        interval = config.sidecar.scrape_interval_seconds
+        for dep in config.deployments:
+            if dep.name in keep and dep.name in self._tasks:
+                continue
+            health = self.loops[dep.name]
+            last = health.last_cycle_monotonic
+            delay = self.offset(dep) if last is None else max(0.0, last + interval - time.monotonic())
+            self._tasks[dep.name] = asyncio.create_task(self._deployment_loop(self._session, dep, self._stop, delay))
 
     def close(self) -> None:
         """Stop the parser's worker processes (if any were started)."""
@@ -182,8 +224,9 @@ class Scraper:
         interval = self.config.sidecar.scrape_interval_seconds
         return shard_of(dep.name, 10_000) / 10_000 * interval
 
-    async def _deployment_loop(self, session: aiohttp.ClientSession, dep: Deployment, stop: asyncio.Event) -> None:
-        await _sleep(stop, self.offset(dep))
+    async def _deployment_loop(self, session: aiohttp.ClientSession, dep: Deployment, stop: asyncio.Event,
+                               delay: float) -> None:
+        await _sleep(stop, delay)
         await supervise(lambda: self._deployment_cycles(session, dep, stop), self.loops[dep.name], stop,
                         self.config.sidecar.scrape_interval_seconds)
 
@@ -232,10 +275,14 @@ class Scraper:
                         on_cycle(now)
                     self.cycle_loop.completed(now)
 
-            loops = [asyncio.create_task(self._deployment_loop(session, d, stop)) for d in self.config.deployments]
+            self._session, self._stop = session, stop
+            self._tasks = {d.name: asyncio.create_task(self._deployment_loop(session, d, stop, self.offset(d)))
+                           for d in self.config.deployments}
             try:
                 await supervise(ticks, self.cycle_loop, stop, interval)
             finally:
-                for task in loops:
+                self._session = self._stop = None
+                tasks, self._tasks = list(self._tasks.values()), {}
+                for task in tasks:
                     task.cancel()
-                await asyncio.gather(*loops, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)

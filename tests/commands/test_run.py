@@ -173,12 +173,26 @@ def test_sighup_reloads_the_config_keeping_the_windows_of_unchanged_deployments(
             assert "tpot_target_secs" in status["sidecar"]["config"]["last_error"]
 
 
+def test_post_reload_is_off_unless_the_lifecycle_api_is_enabled(tmp_path):
+    """As Prometheus without --web.enable-lifecycle: a 403 saying how to turn it on; the config is not read."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cfg, log = tmp_path / "c.yaml", tmp_path / "run.log"
+    with _metrics_server({"good": 0}) as url:
+        cfg.write_text(_yaml(port, url))
+        with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz"):
+            cfg.write_text("not: [a config")
+            code, body = _get(base + "/-/reload", method="POST")
+            assert code == 403 and "sidecar.enable_lifecycle" in json.loads(body)["error"], body
+            assert "config reload" not in log.read_text()
+
+
 def test_post_reload_needs_the_api_token_and_says_why_a_reload_failed(tmp_path):
     state = {"good": 0}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     cfg, log = tmp_path / "c.yaml", tmp_path / "run.log"
-    token = f", api_bearer_token: {TOKEN}"
+    token = f", api_bearer_token: {TOKEN}, enable_lifecycle: true"
     with _metrics_server(state) as url:
         cfg.write_text(_yaml(port, url, token=token))
         with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz"):
