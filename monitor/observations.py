@@ -14,7 +14,7 @@ from monitor.config import Config, Deployment, Target
 from monitor.conventions.slis import ENGINE_ROLES
 from monitor.feeds import feed
 from monitor.parse.exposition import Exposition
-from monitor.parse.families import HistogramError
+from monitor.parse.families import HistogramError, warning_key
 from monitor.parse.gateway import router_summary, split_workers
 from monitor.redaction import redact
 from monitor.scrape.flapping import FlapDamper, FlapSummary
@@ -28,6 +28,10 @@ from monitor.slo.windows import Snapshot
 from monitor.telemetry.model import TelemetryResult
 
 log = logging.getLogger(__name__)
+
+# A wall clock that ran ahead of the steady clock by more than this between two cycles of a deployment stepped
+# forward; less is the time between reading the two clocks, or NTP slewing (at most 0.5 ms a second).
+CLOCK_STEP_MIN_SECONDS = 1.0
 
 
 def _changed(status: TargetStatus, was_up: bool, scrapes_before: int) -> bool:
@@ -51,6 +55,7 @@ class Observations:
         self.engines = engines or {d.name: DeploymentEngine(d) for d in config.deployments}
         self.statuses: dict[tuple[str, str], TargetStatus] = {}
         self.telemetry: dict[tuple[str, str], TelemetryResult] = {}  # latest result per target
+        self._steady: dict[str, tuple[float, float]] = {}  # per deployment: (wall, steady) at its last cycle
         for dep in config.deployments:
             for t in dep.targets:
                 self.statuses[(dep.name, t.id)] = TargetStatus(
@@ -61,7 +66,7 @@ class Observations:
         # deployment scrapes directly (those are read from their own target only, never twice).
         self._worker_targets: dict[tuple[str, str], list[Target]] = {}
         self.flaps = FlapDamper()
-        self._said_warnings: dict[tuple[str, str], list[str]] = {}  # per target, the warnings last logged
+        self._said_warnings: dict[tuple[str, str], list[str]] = {}  # per target, the warning_keys last logged
         self._feeds = {d.name: feed(d, ENGINE_ROLES) for d in config.deployments}
 
     def reloaded(self, config: Config, keep: Collection[str], rebuilt: Collection[str] = ()) -> Observations:
@@ -92,6 +97,7 @@ class Observations:
         for store, previous in ((self.statuses, old.statuses), (self.telemetry, old.telemetry),
                                 (self._worker_targets, old._worker_targets)):
             store.update({k: v for k, v in previous.items() if k[0] in deployments})  # type: ignore[attr-defined]
+        self._steady.update({k: v for k, v in old._steady.items() if k in deployments})
 
     def apply(self, result: ScrapeResult) -> None:
         """One target's scrape: a failure keeps the windows' last good state (as Prometheus rejects a
@@ -163,12 +169,15 @@ class Observations:
         # What the scrape got wrong but could still be used (a _count off the +Inf bucket, no _sum):
         # said once when it changes, and kept on the target's status. Compared with what was said last,
         # not with the status (a failed scrape clears that): a flapping target says it once, not per recovery.
+        # Compared by what each warning is about (warning_key), not its text: a _count off +Inf quotes
+        # counts that grow every scrape, which made it a new warning every scrape.
         warnings = engine.warnings.get(target.id, [])
         key = (result.deployment, target.id)
-        if self._said_warnings.get(key, []) != warnings:
+        about = [warning_key(w) for w in warnings]
+        if self._said_warnings.get(key, []) != about:
             log.log(logging.WARNING if warnings else logging.INFO, "%s %s: %s", result.deployment,
                     redact(target.id), "; ".join(warnings) or "exposition consistent again")
-            self._said_warnings[key] = list(warnings)
+            self._said_warnings[key] = about
         status.record_success(result.ts, result.duration_seconds, expo.samples, result.bytes, expo.format, warnings)
         status.last_error = note
 
@@ -222,12 +231,25 @@ class Observations:
             status.record_failure(result.ts, telemetry.error or "telemetry collection failed",
                                   telemetry.duration_seconds)
 
-    def snapshot(self, deployment: str, ts: float) -> None:
-        """Close one scrape cycle of a deployment: its engine records the merged state at `ts`."""
-        shift = self.engines[deployment].snapshot(ts)
-        if shift:  # once per step: from the next cycle on the history is in the new time line
+    def snapshot(self, deployment: str, ts: float, elapsed: float | None = None) -> None:
+        """Close one scrape cycle of a deployment: its engine records the merged state at `ts`. `elapsed`: a
+        steady clock's reading (one that neither steps nor stops in a suspend), when the caller has one: a
+        wall clock that ran ahead of it since the previous cycle stepped forward."""
+        step = 0.0
+        if elapsed is not None:
+            before = self._steady.get(deployment)
+            self._steady[deployment] = (ts, elapsed)
+            if before is not None:
+                ahead = (ts - before[0]) - (elapsed - before[1])
+                step = ahead if ahead > CLOCK_STEP_MIN_SECONDS else 0.0
+        shift = self.engines[deployment].snapshot(ts, step)
+        if shift < 0:  # once per step: from the next cycle on the history is in the new time line
             log.warning("%s: the wall clock stepped back (NTP step, VM resume?): the SLO history moved back "
                         "%.0f s with it, so windows keep their length and events", deployment, -shift)
+        elif shift > 0:
+            log.warning("%s: the wall clock stepped forward %.0f s more than the time that passed (NTP step, a clock "
+                        "set by hand?): the SLO history moved forward with it, so windows keep their length and "
+                        "events", deployment, shift)
 
     def state(self, deployment: str, now: float) -> DeploymentState:
         """The deployment's SLO state at `now` (its engine's windows)."""

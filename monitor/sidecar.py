@@ -119,11 +119,14 @@ def _goodput(dep: DeploymentStatus, counts: list[TargetCounts]) -> dict[str, Any
 
 class Sidecar:
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.time,
-                 recording_reset: bool = False, loader: Callable[[], Config] | None = None) -> None:
+                 recording_reset: bool = False, loader: Callable[[], Config] | None = None,
+                 steady: Callable[[], float] | None = None) -> None:
         """`loader` reads and validates the config again (the config file, as `run` does): what
-        `reload()` (SIGHUP, POST /-/reload) applies."""
+        `reload()` (SIGHUP, POST /-/reload) applies. `steady`: the clock that tells a wall clock step
+        (`Scraper`; by default the machine's steady clock with the real wall clock)."""
         self.config = config
         self.clock = clock
+        self.steady = steady
         self.started_at = clock()
         self.loader = loader
         self._reload_ok = True
@@ -131,7 +134,7 @@ class Sidecar:
         self._reload_attempt: float | None = None
         self._reload_error: str | None = None
         self.observations = Observations(config)
-        self.scraper = Scraper(config, self.observations, clock=clock)
+        self.scraper = Scraper(config, self.observations, clock=clock, steady=steady)
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_logs = RequestLogReader(config, state_path_for(config.sidecar.recording_path), clock=clock)
         self.registry.register(SidecarCollector(self.status, self.extra_families))
@@ -386,7 +389,7 @@ class Sidecar:
             self.config, self.observations = new, observations
             old_scraper.update(new, observations, keep)
             return
-        scraper = Scraper(new, observations, clock=self.clock)
+        scraper = Scraper(new, observations, clock=self.clock, steady=self.steady)
         scraper.cycles, scraper.last_cycle_seconds = old_scraper.cycles, old_scraper.last_cycle_seconds
         scraper.npu_details = {k: v for k, v in old_scraper.npu_details.items() if k[0] in keep}
         self.config, self.observations, self.scraper = new, observations, scraper

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import sys
 from typing import Any
 
 import yaml
 
+from monitor.config import Config
 from monitor.interop.load import load_config
 
 
@@ -34,22 +38,44 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_run)
 
 
+def _write_config(path: str, config: Config) -> None:
+    """Write `config` to `path` whole or not at all (a reader polling for the file never sees half of it)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            yaml.safe_dump(config.model_dump(mode="json", exclude_none=True), fh, sort_keys=False)
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ValueError(f"--write-config {path}: {err.strerror or err}") from err  # one line, exit 2 (cli.main)
+
+
 def _run(args: argparse.Namespace) -> int:
-    from monitor.emulate.server import run_emulator
-    from monitor.emulate.topology import localize
+    from monitor.emulate.server import PortUnavailable, run_emulator
+    from monitor.emulate.topology import plan
 
     config = load_config(args.config)
-    if args.write_config:
-        local = localize(config, args.base_port, args.request_log)
-        data = local.model_dump(mode="json", exclude_none=True)
-        with open(args.write_config, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(data, fh, sort_keys=False)
+    count = plan(config, 0).port_count
+    if args.base_port != 0 and not 1 <= args.base_port <= 65536 - count:
+        print(f"slo-monitor: error: --base-port {args.base_port}: this config needs {count} consecutive ports "
+              f"from it, within 1-65535; pass another, or 0 to let the OS pick free ports", file=sys.stderr)
+        return 2
 
     def ready(emu: Any) -> None:
+        if args.write_config:
+            # From the ports bound, once they are: with --base-port 0 the OS picked them, and the plan made
+            # before binding (written here before) pointed every target at ports 1, 2, 3...
+            _write_config(args.write_config, emu.localized_config(args.request_log))
         print(json.dumps({"control_url": emu.control_url, "deployments": {
             name: [s["name"] + " " + str(s["port"]) for s in st["servers"]]
             for name, st in emu.state()["deployments"].items()}}), flush=True)
 
-    run_emulator(config, args.base_port, speed=args.speed, seed=args.seed, incidents=args.incident,
-                 request_log_dir=args.request_log, ready=ready, synthetic=not args.no_synthetic)
+    try:
+        run_emulator(config, args.base_port, speed=args.speed, seed=args.seed, incidents=args.incident,
+                     request_log_dir=args.request_log, ready=ready, synthetic=not args.no_synthetic)
+    except PortUnavailable as err:  # a port in use is the user's to choose around: one line, not a traceback
+        print(f"slo-monitor: error: {err}: pass another --base-port (this config needs {count} consecutive "
+              "free ports from it), or --base-port 0 to let the OS pick free ports", file=sys.stderr)
+        return 2
     return 0

@@ -170,16 +170,30 @@ def _model_info(srv: ServerSim) -> dict[str, Any]:
             "architectures": ["EmulatedForCausalLM"]}
 
 
+class PortUnavailable(OSError):
+    """A planned port that cannot be bound (in use, or not allowed): `port` names it, `reason` says why."""
+
+    def __init__(self, port: int, reason: str) -> None:
+        super().__init__(f"cannot listen on {HOST}:{port}: {reason}")
+        self.port = port
+        self.reason = reason
+
+
 def _bind_all(layout: Layout, base_port: int) -> list[socket.socket]:
-    """Bind every planned port (base_port 0: ports the OS picks), in the layout's order."""
+    """Bind every planned port (base_port 0: ports the OS picks), in the layout's order; PortUnavailable
+    names the first one that cannot be bound (none stays bound then)."""
     ports = [layout.control_port]
     for dl in layout.deployments:
         ports += [s.port for s in dl.servers] + [dl.npu_port, dl.router_port, dl.router_metrics_port]
     socks: list[socket.socket] = []
     try:
         for p in ports:
-            socks.append(Listener.bind(0 if base_port == 0 else p))
-    except OSError:
+            port = 0 if base_port == 0 else p
+            try:
+                socks.append(Listener.bind(port))
+            except (OSError, OverflowError) as err:  # OverflowError: a port outside 0-65535
+                raise PortUnavailable(port, getattr(err, "strerror", None) or str(err)) from err
+    except BaseException:
         for s in socks:
             s.close()
         raise

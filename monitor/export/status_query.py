@@ -71,15 +71,23 @@ def parse_query(params: Mapping[str, str] | Sequence[tuple[str, str]]) -> Status
         raise QueryError("deployment= is empty; give a name or a glob such as kimi-*")
     limit = None
     if "limit" in values:
-        text = values["limit"][0]
-        if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
-            raise QueryError(f"limit={text!r} is not a whole number from 1 to {MAX_LIMIT}")
-        limit = int(text)
+        limit = _whole_number(values["limit"][0], "limit", 1, MAX_LIMIT)
     token = values.get("page_token", [None])[0]
     if token == "":
         raise QueryError("page_token= is empty; pass the previous answer's page.next_page_token, or leave it out")
     return StatusQuery(deployment=values.get("deployment", []), state=values.get("state", []),  # type: ignore[arg-type]
                        limit=limit, page_token=token)
+
+
+def _whole_number(text: str, name: str, low: int, high: int) -> int:
+    """`text` as a whole number in low..high, written in ASCII digits only; else QueryError. str.isdigit()
+    alone let '²' through to int() (a ValueError, an HTTP 500) and '１２' or '٣' in as 12 and 3; int() of
+    more than 4,300 digits raises too, so the length is bounded before int() reads it."""
+    digits = text.lstrip("0") if text.isascii() and text.isdigit() else None
+    if digits is None or len(digits) > len(str(high)) or not low <= int(digits or "0") <= high:
+        shown = repr(text) if len(text) <= 20 else f"{text[:20]!r}... ({len(text)} characters)"
+        raise QueryError(f"{name}={shown} is not a whole number from {low} to {high}")
+    return int(digits)
 
 
 def state_of(d: DeploymentStatus) -> State:

@@ -4,7 +4,8 @@ One label set for every per-chip series (`conventions.ACCEL_LABELS`); descriptiv
 (model, bus id, UUID, source) live once on `accelerator_info` so the numeric series stay narrow
 and join with `* on (...) group_left (model) accelerator_info`. A field the source did not report
 is left out rather than written as 0. The same chip reported twice in a deployment (two targets
-on one node) is written once: Prometheus would reject the duplicate series.
+on one node) is written once: Prometheus would keep only the first of the two samples anyway (2.42 and
+3.16 seen: up=1, the repeat dropped; 3.16 counts it as a duplicate and logs a WARN line every scrape).
 """
 
 from __future__ import annotations

@@ -264,7 +264,11 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
             labels = parse_labels(label_text, lineno, line) if label_text else ()
             key = (name, labels)
             if key in seen:
-                # Prometheus rejects such a scrape too: which of the two values is right?
+                # A series given twice fails the scrape here (the target is down, the line named): which of
+                # the two values is right cannot be known. Prometheus does not reject it: 2.42 and 3.16 were
+                # seen to keep the first value with up=1, 2.42 dropping the repeat silently, 3.16 counting it in
+                # prometheus_target_scrapes_sample_duplicate_timestamp_total with a WARN line each scrape.
+                # Only the series read here are checked: a repeat of any other is not looked at.
                 raise ParseError(lineno, "duplicate series", line)
             seen.add(key)
             selected.append(Sample(name, labels, value))

@@ -31,6 +31,15 @@ from monitor.telemetry.collect import DetailCache, collect
 
 log = logging.getLogger(__name__)
 
+
+def steady_clock() -> float:
+    """CLOCK_BOOTTIME where there is one (Linux): it counts a suspend, as the wall clock does, so a suspended
+    machine is no clock step; else the monotonic clock."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else time.monotonic()
+
+
+_BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
+
 # The sidecar settings a Scraper is built on: a reload that changes one replaces the scraper (every loop starts
 # again); any other reload updates it in place (`Scraper.update`).
 SCRAPER_BOUND = ("scrape_interval_seconds", "stagger_scrapes", "max_concurrent_scrapes", "parse_inline_max_bytes",
@@ -52,16 +61,21 @@ class ResultSink(Protocol):
 
     def apply(self, result: ScrapeResult) -> None: ...
 
-    def snapshot(self, deployment: str, ts: float) -> None: ...
+    def snapshot(self, deployment: str, ts: float, elapsed: float | None = None) -> None: ...
 
 
 class Scraper:
     """Scrapes every target on its schedule and hands each result to the sink; holds no SLO state."""
 
-    def __init__(self, config: Config, sink: ResultSink, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: Config, sink: ResultSink, *, clock: Callable[[], float] = time.time,
+                 steady: Callable[[], float] | None = None) -> None:
+        """`steady`: a clock that neither steps nor stops in a suspend, read beside `clock` at each cycle so the
+        sink can tell a wall clock that stepped forward; by default `steady_clock` with the real wall clock,
+        none with another (a test's clock that jumps is no step)."""
         self.config = config
         self.sink = sink
         self.clock = clock
+        self.steady = steady if steady is not None else (steady_clock if clock is time.time else None)
         self.npu_details: dict[tuple[str, str], DetailCache] = {}  # collection memo per npu-smi target
         # What each SGLang target's scrapes parse (its deployment's readers, `monitor.feeds.target_wanted`):
         # computed once per config, so a reload that changes a deployment recomputes its targets' sets.
@@ -162,7 +176,7 @@ class Scraper:
             expo = await self.parser.parse(res.body or b"", wanted, content_type=res.content_type,
                                            count_families=target.source == "router", limits=self.limits(target))
         except ParseError as err:
-            # Rejected whole, like Prometheus does: the windows keep their last good state.
+            # Rejected whole, as Prometheus rejects a scrape it cannot parse: the windows keep their last good state.
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error=f"malformed exposition: {err}")
         except (LimitExceeded, ParserDied) as err:  # the same: failed whole, previous state kept
@@ -210,8 +224,9 @@ class Scraper:
         started = time.perf_counter()
         await self._scrape_all(session, self.config.deployments)
         now = self.clock()
+        elapsed = self.steady() if self.steady is not None else None
         for dep in self.config.deployments:
-            self.sink.snapshot(dep.name, now)
+            self.sink.snapshot(dep.name, now, elapsed)
             self.loops[dep.name].completed(now)
         self.cycles += 1
         self.last_cycle_seconds = time.perf_counter() - started
@@ -236,7 +251,7 @@ class Scraper:
             begun = time.monotonic()
             await self._scrape_all(session, [dep])
             ts = self.clock()
-            self.sink.snapshot(dep.name, ts)
+            self.sink.snapshot(dep.name, ts, self.steady() if self.steady is not None else None)
             self.loops[dep.name].completed(ts)
             took = time.monotonic() - begun
             self.deployment_cycle_seconds[dep.name] = took

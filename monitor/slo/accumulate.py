@@ -1,9 +1,15 @@
 """Counter-reset handling: raw cumulative values in, monotone ("adjusted") values out.
 
 SGLang starts a fresh prometheus multiprocess directory on every restart, so every counter and
-histogram drops to zero. Like Prometheus's `increase()`, a decrease is read as a reset: the value
-before it is kept as an offset, so window deltas never go negative and nothing is lost. A series
-that stops being scraped keeps its last adjusted value (it contributes no delta until it returns).
+histogram drops to zero (its exposition carries no `_created` or process start time to say so). A drop
+to less than half the previous value (`is_restart`: toward 0, as a restart's first scrape holds only
+the seconds since) is read as a reset, as Prometheus's `increase()` reads any decrease: the value
+before it is kept as an offset, so window deltas never go negative and nothing is lost. A smaller
+decrease is no restart (a counter that loses 1 now and then, a merge that lost a worker for a
+scrape): read as a reset it would add the whole previous value to the windows each time, so it is
+held instead (the adjusted value does not move until the raw one passes its previous value again),
+counted in `decreases` and said by the engine. A series that stops being scraped keeps its last
+adjusted value (it contributes no delta until it returns).
 
 Where a series starts counting: one seen on a target's first scrape held history from before the
 sidecar looked, so it starts at 0 there (`born=False`); one that appears on a target already scraped
@@ -24,11 +30,23 @@ from dataclasses import dataclass, field
 from monitor.slo.histogram import Hist, merge, project
 
 
-def hist_decreased(new: Hist, old: Hist) -> bool:
-    if new.count < old.count or new.total < old.total:
-        return True
+def is_restart(new: float, old: float) -> bool:
+    """A counter that fell to less than half its previous value restarted (see the module's doc)."""
+    return new < old / 2
+
+
+def hist_restarted(new: Hist, old: Hist) -> bool:
     if new.edges != old.edges:
         return True  # relaunched with other buckets: a new process, treat as reset
+    return is_restart(new.count, old.count) or is_restart(new.total, old.total)
+
+
+def hist_decreased(new: Hist, old: Hist) -> bool:
+    """Any part of the histogram went down (a restart, or a decrease that is none)."""
+    if new.count < old.count or new.total < old.total or new.sum < old.sum:
+        return True
+    if new.edges != old.edges:
+        return True
     return any(map(operator.lt, new.cumulative, old.cumulative))
 
 
@@ -52,18 +70,30 @@ class HistAccumulator:
     offset: Hist | None = None
     resets: int = 0
     seen: float = 0.0  # when the series was last scraped
+    decreases: int = 0  # decreases that were no restart (held), since start
+    decreased: float = 0.0  # how much the count fell at the latest update when that was such a decrease, else 0
 
     def update(self, raw: Hist, *, born: bool = True) -> bool:
         """Feed one scraped value; returns True when a reset was detected."""
         if self.last_raw is None and not born:
             self.offset = negate(raw)
-        reset = self.last_raw is not None and hist_decreased(raw, self.last_raw)
+        self.decreased = 0.0
+        old = self.last_raw
+        reset = old is not None and hist_decreased(raw, old) and hist_restarted(raw, old)
         if reset:
             prev = self.adjusted()
             # A relaunch with other buckets starts a new accumulation on the new edges; what the old process
             # counted is carried as a constant projected onto them, so it cancels out of every later window.
             self.offset = prev if prev is None or prev.edges == raw.edges else project(prev, raw.edges)
             self.resets += 1
+        elif old is not None and hist_decreased(raw, old):
+            # Held: each part's adjusted value stays at its previous one where the raw one fell (the max of two
+            # cumulative histograms is one), and grows again once the raw value passes where it was.
+            fell = Hist(raw.edges, tuple(max(a - b, 0.0) for a, b in zip(old.cumulative, raw.cumulative)),
+                        max(old.sum - raw.sum, 0.0), max(old.count - raw.count, 0.0))
+            self.offset = fell if self.offset is None else add(fell, self.offset)
+            self.decreases += 1
+            self.decreased = max(old.count - raw.count, old.total - raw.total, 1e-12)
         self.last_raw = raw
         return reset
 
@@ -81,14 +111,21 @@ class ScalarAccumulator:
     offset: float = 0.0
     resets: int = 0
     seen: float = 0.0
+    decreases: int = 0  # decreases that were no restart (held), since start
+    decreased: float = 0.0  # how much it fell at the latest update when that was such a decrease, else 0
 
     def update(self, raw: float, *, born: bool = True) -> bool:
         if self.last_raw is None and not born:
             self.offset = -raw
-        reset = self.last_raw is not None and raw < self.last_raw
+        self.decreased = 0.0
+        reset = self.last_raw is not None and raw < self.last_raw and is_restart(raw, self.last_raw)
         if reset:
             self.offset += self.last_raw  # type: ignore[operator]
             self.resets += 1
+        elif self.last_raw is not None and raw < self.last_raw:
+            self.decreased = self.last_raw - raw
+            self.offset += self.decreased  # held at its previous adjusted value
+            self.decreases += 1
         self.last_raw = raw
         return reset
 
@@ -108,7 +145,7 @@ def update_pair(total: ScalarAccumulator, count: ScalarAccumulator, raw_total: f
     """A histogram read as its _sum and _count only: one reset for both when either dropped (a relaunched
     process), so the mean never pairs one process's sum with another's count. Returns True on a reset."""
     if count.last_raw is not None and total.last_raw is not None and (
-            raw_count < count.last_raw or raw_total < total.last_raw):
+            is_restart(raw_count, count.last_raw) or is_restart(raw_total, total.last_raw)):
         total.restart(raw_total)
         count.restart(raw_count)
         return True

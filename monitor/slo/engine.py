@@ -82,6 +82,12 @@ def layout_note(family: str, old: tuple[float, ...], new: tuple[float, ...]) -> 
             f"the new edges; windows reaching back before the change read its earlier part interpolated")
 
 
+
+def decrease_note(family: str, labels: Labels, fell: float) -> str:
+    """A counter that went down without a restart (`monitor.slo.accumulate`): what the target's status says."""
+    return (f"{family}{dict(labels)} went down by {spell_value(fell)} without dropping toward 0: not read as a "
+            "restart (that would count its whole value again); held until it grows past where it was")
+
 class DeploymentEngine:
     def __init__(self, deployment: Deployment, store: SnapshotStore | None = None) -> None:
         self.deployment = deployment
@@ -168,6 +174,8 @@ class DeploymentEngine:
             first = born and not (self._unborn and key in self._unborn)
             if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=first):
                 resets += 1
+            elif acc.decreased:
+                warnings.append(decrease_note(series.family, series.labels, acc.decreased))
             self._unborn.discard(key)
             self._hist_keys[sli].add(key)
         for sli, family, labels, total, count in means:
@@ -177,6 +185,8 @@ class DeploymentEngine:
                 a.seen = now
             if update_pair(*accs, total, count, born=born):
                 resets += 1
+            elif accs[1].decreased or accs[0].decreased:
+                warnings.append(decrease_note(family, labels, accs[1].decreased))
             self._mean_keys[sli].update(keys)
         for cname, family in COUNTERS.items():
             if not self._counter_feeds[cname].counts(target.role):
@@ -194,6 +204,8 @@ class DeploymentEngine:
                 sacc.seen = now
                 if sacc.update(s.value, born=born):
                     resets += 1
+                elif sacc.decreased:
+                    warnings.append(decrease_note(family, s.labels, sacc.decreased))
                 self._counter_keys[cname].add(key)
         gauges: dict[str, list[float]] = {}
         for metric, family in GAUGES.items():
@@ -264,6 +276,8 @@ class DeploymentEngine:
                     sacc.seen = now
                     if sacc.update(s.value, born=born):
                         resets += 1
+                    elif sacc.decreased:
+                        warnings.append(decrease_note(s.name, s.labels, sacc.decreased))
                 self._gateway_keys[kind].add(key)
         if resets:
             self.resets[tid] = self.resets.get(tid, 0) + 1
@@ -436,13 +450,15 @@ class DeploymentEngine:
                     v for v in (self.book.scalars[k].adjusted() for k in self._gateway_keys[part]) if v is not None)
         return hists, counters
 
-    def snapshot(self, ts: float) -> float:
+    def snapshot(self, ts: float, clock_step: float = 0.0) -> float:
         """Record the deployment's merged state at `ts` (once per scrape cycle). Returns how far the
-        history was moved back because `ts` is before the latest snapshot (the wall clock stepped
-        back; 0.0 normally): see `SnapshotStore.append`."""
+        history was moved because `ts` is before the latest snapshot (the wall clock stepped back:
+        see `SnapshotStore.append`) or because the caller measured the wall clock step forward by
+        `clock_step` seconds more than the time that passed (0.0 normally)."""
         hists, counters = self._merged()
         snap = Snapshot(ts, hists, counters)
-        moved = self.store.append(snap, BudgetPoint(ts, self._good(snap)))
+        forward = self.store.step_forward(clock_step) if clock_step > 0 else 0.0
+        moved = forward + self.store.append(snap, BudgetPoint(ts, self._good(snap)))
         if not self._now:  # scrapes fed without a time before the first snapshot were taken now
             for acc in (*self.book.hists.values(), *self.book.scalars.values()):
                 acc.seen = acc.seen or ts

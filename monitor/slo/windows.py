@@ -92,6 +92,16 @@ class SnapshotStore:
             self.long.popleft()
         return shift
 
+    def step_forward(self, step: float) -> float:
+        """The wall clock stepped forward by `step` seconds more than the time that passed (NTP step, a clock
+        set by hand), as the caller measured on a clock that does not step: the history moves forward with it,
+        as `_rebase` moves it back, so windows keep their length and their events instead of stretching over
+        a gap in which nothing was scraped. Returns the shift (0.0 with no history)."""
+        if self.latest() is None or not step > 0:
+            return 0.0
+        self._rebase(step)
+        return step
+
     def _last_gap(self) -> float:
         """Time between the two newest snapshots (the scrape interval), 0 with fewer than two."""
         newest = [*list(self.coarse)[-2:], *list(self.fine)[-2:]][-2:]

@@ -45,7 +45,8 @@ def test_sidecar_container_mounts_the_configmap_where_the_cmd_reads_it(objs):
     cmd = exec_form(dict(dockerfile_instructions())["CMD"])
     config_path = cmd[cmd.index("-c") + 1]
     side = _containers(objs)["slo-monitor"]
-    assert "command" not in side and "args" not in side  # the image's CMD
+    # The image's CMD, and --recording-reset: a damaged recording is moved aside, not a restart loop.
+    assert "command" not in side and side["args"] == [*cmd, "--recording-reset"]
     spec = objs["Deployment"]["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in spec["volumes"]}
     mount = next(m for m in side["volumeMounts"] if config_path.startswith(m["mountPath"].rstrip("/") + "/"))

@@ -31,9 +31,15 @@ def _get_json(url: str) -> dict:
 
 
 def _rows(path: Path) -> int:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    """Snapshot rows in the file; -1 while it cannot be read (being replaced, or not a recording yet)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return -1
     try:
         return db.execute("SELECT COUNT(*) FROM snapshots").fetchone()[0]
+    except sqlite3.Error:
+        return -1
     finally:
         db.close()
 

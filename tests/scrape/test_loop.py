@@ -408,7 +408,7 @@ class _Failing(Observations):
         super().__init__(cfg)
         self.always, self.once = set(always), set(once)
 
-    def snapshot(self, deployment, ts):
+    def snapshot(self, deployment, ts, elapsed=None):
         if deployment in self.always:
             raise RuntimeError(f"bug closing {deployment}")
         if deployment in self.once:

@@ -1,0 +1,100 @@
+"""A counter that goes down by 1 now and then without a restart (issue #34 item 5), on the real `slo-monitor run`
+process. Before, each such drop was read as a restart: the whole previous value was added to the windows again
+(the 5m window counted 6.0M events with an SLI of 0.998 where the truth was 0.5), `counter_resets` grew, and
+nothing was said. A restart (a drop toward 0) is still a restart."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.conftest import free_port
+from tests.procs import running
+from tests.slo.helpers import exposition
+
+GOOD_PER_SCRAPE, BAD_PER_SCRAPE = 10, 10  # truth: half the requests meet the 40 ms TPOT target
+
+
+@contextlib.contextmanager
+def _dropping_server(state: dict) -> Iterator[str]:
+    """Each scrape adds 10 good and 10 bad requests; every third one shows one good request fewer than the
+    scrape before it (a counter that loses 1), and `state["restart"]` starts the counts again from 0."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            with state["lock"]:
+                if state.pop("restart", False):
+                    state["good"] = state["bad"] = 0
+                state["n"] += 1
+                state["good"] += GOOD_PER_SCRAPE
+                state["bad"] += BAD_PER_SCRAPE
+                shown = state["good"] - (GOOD_PER_SCRAPE + 1 if state["n"] % 3 == 0 else 0)
+                bad = state["bad"]
+            body = exposition(tpot=[0.03] * shown + [0.05] * bad).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _status(base: str) -> dict:
+    with urllib.request.urlopen(base + "/api/v1/status", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _wait(predicate, what: str, log: Path, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
+
+
+def test_a_counter_that_loses_one_now_and_then_is_held_and_said_not_read_as_a_restart(tmp_path):
+    state = {"lock": threading.Lock(), "good": 0, "bad": 0, "n": 0}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cfg, log = tmp_path / "c.yaml", tmp_path / "run.log"
+    with _dropping_server(state) as url:
+        cfg.write_text(f"sidecar: {{listen_port: {port}, scrape_interval_seconds: 0.2, scrape_timeout_seconds: 0.2}}\n"
+                       "deployments:\n"
+                       f"  - {{name: a, tpot_target_seconds: 0.04, targets: [{{role: server, url: '{url}'}}]}}\n")
+        with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz"):
+            _wait(lambda: state["n"] >= 15, "15 scrapes", log)
+            dep = _status(base)["deployments"][0]
+            with state["lock"]:
+                truth = state["good"] + state["bad"]
+            window = dep["slis"][0]["windows"][0]
+            target = dep["targets"][0]
+            # A restart (to 0) is still read as one, and its new counts count.
+            with state["lock"]:
+                state["restart"] = True
+            _wait(lambda: _status(base)["deployments"][0]["targets"][0]["counter_resets"] == 1, "the restart", log)
+    # The windows hold what the target counted since its first scrape (up to one scrape either way), half of it
+    # good; before, ~5 drops each added the whole count again.
+    assert truth - 2 * (GOOD_PER_SCRAPE + BAD_PER_SCRAPE) <= window["events"] <= truth, (window, truth)
+    assert abs(window["good_ratio"] - 0.5) < 0.05, window
+    assert target["counter_resets"] == 0, target
+    said = [line for line in log.read_text().splitlines() if "went down by" in line]
+    assert said and "WARNING" in said[0] and "without dropping toward 0" in said[0], log.read_text()[-2000:]
