@@ -157,6 +157,8 @@ class Sidecar:
         self._last_written: float | None = None
         self._said_size = False
         self.restored: dict[str, int] = {}
+        # The whole status, built for /api/v1/status readers once per page version (`status_for_api`).
+        self._api_status: tuple[Hashable, asyncio.Future[StatusResponse]] | None = None
         self._recording_reset = recording_reset
         self._record_stopped: str | None = None  # why the recording is no longer written (damaged, replaced)
         if config.sidecar.recording_path:
@@ -420,20 +422,36 @@ class Sidecar:
         deps = [read(dep) for dep in self.config.deployments if wanted is None or dep.name in wanted]
         return StatusResponse(sidecar=self._sidecar_status(now), deployments=deps)
 
-    async def status_in_slices(self) -> StatusResponse:
-        """status(), read on the event loop a few ms at a time: each deployment between two scrape results
+    async def status_in_slices(self, only: Collection[str] | None = None) -> StatusResponse:
+        """status(only), read on the event loop a few ms at a time: each deployment between two scrape results
         (never while one is applied), and a probe or a scrape result waits at most one slice. Read from
         the config, observations and request logs current at its start (a reload meanwhile shows next time)."""
         now = self.clock()
         config, read = self.config, self._deployment_reader(now)
+        wanted = None if only is None else set(only)
         deps = []
         mark = time.perf_counter()
         for dep in config.deployments:
+            if wanted is not None and dep.name not in wanted:
+                continue
             if time.perf_counter() - mark > STATUS_SLICE_SECONDS:
                 await asyncio.sleep(0)
                 mark = time.perf_counter()
             deps.append(read(dep))
         return StatusResponse(sidecar=self._sidecar_status(now), deployments=deps)
+
+    async def status_for_api(self, only: Collection[str] | None = None) -> StatusResponse:
+        """/api/v1/status: a page's own deployments built in slices; every deployment (a state filter reads
+        them all) built once per scrape cycle or reload however many readers ask, and in slices, so readers of
+        a large fleet neither hold the event loop nor multiply its work (issue #34 item 7)."""
+        if only is not None and len(only) < len(self.config.deployments):
+            return await self.status_in_slices(only)
+        version = self.page_version()
+        cached = self._api_status
+        if cached is None or cached[0] != version:
+            cached = self._api_status = (version, asyncio.ensure_future(self.status_in_slices()))
+        whole = await asyncio.shield(cached[1])
+        return whole.model_copy(update={"deployments": list(whole.deployments)})
 
     def _deployment_reader(self, now: float) -> Callable[[Deployment], DeploymentStatus]:
         observations, request_logs = self.observations, self.request_logs
@@ -517,7 +535,7 @@ class Sidecar:
         app = build_app(self.metrics_page, self.status, api_token=lambda: self.config.sidecar.api_bearer_token,
                         header_timeout=side.http_header_timeout_seconds, problems=self.problems,
                         degraded=self.degradations, reload=self.reload,
-                        lifecycle=side.enable_lifecycle,
+                        lifecycle=side.enable_lifecycle, status_async=self.status_for_api,
                         deployment_names=lambda: [d.name for d in self.config.deployments], guard=self.guard)
         self.runner, self.port = await start_server(app, host or side.listen_host,
                                                     side.listen_port if port is None else port)

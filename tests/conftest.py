@@ -104,6 +104,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if fixdef.scope not in ("module", "session") or not fixdef.baseid:
                 continue  # function scope, or a plugin's fixture (tmp_path_factory)
             index = callspec.indices.get(name) if callspec is not None else None
-            keys.append(f"{fixdef.baseid}::{name}" + (f"[{index}]" if index is not None else ""))
+            # No "]" in a group name: xdist takes the text after "@" as the group only when no "]" follows it.
+            keys.append(f"{fixdef.baseid}::{name}" + (f"#{index}" if index is not None else ""))
         if keys:
             item.add_marker(pytest.mark.xdist_group(min(keys)))

@@ -15,7 +15,7 @@ import asyncio
 import hmac
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from aiohttp import web
@@ -23,8 +23,9 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from monitor.export.connections import ConnectionGuard, ThrottledLog, accept_error_handler
 from monitor.export.render_cache import MetricsPage, accepts_gzip
-from monitor.export.status_query import QueryError, StatusSource, dump, parse_query, select
+from monitor.export.status_query import AsyncStatusSource, QueryError, StatusSource, dump, parse_query, select
 from monitor.redaction import redact_str
+from monitor.status_model import StatusResponse
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +181,12 @@ LIFECYCLE_OFF = ("Lifecycle API is not enabled: set sidecar.enable_lifecycle: tr
                  "or send the process SIGHUP")
 
 
+def _awaitable(status: StatusSource) -> AsyncStatusSource:
+    async def built(only: Collection[str] | None = None) -> StatusResponse:
+        return status(only)
+    return built
+
+
 def build_app(metrics_page: MetricsPage, status: StatusSource, *,
               api_token: str | None | Callable[[], str | None] = None,
               header_timeout: float = HEADER_TIMEOUT_SECONDS,
@@ -187,7 +194,8 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
               degraded: Callable[[], list[str]] | None = None,
               reload: Callable[[], str | None] | None = None, lifecycle: bool = True,
               deployment_names: Callable[[], list[str]] | None = None,
-              guard: ConnectionGuard | None = None) -> web.Application:
+              guard: ConnectionGuard | None = None,
+              status_async: AsyncStatusSource | None = None) -> web.Application:
     """`problems()` says what makes the sidecar unhealthy (e.g. a stuck loop): /healthz answers 503 with
     them, 200 when there are none. `degraded()` says what works less than it should while the SLO state
     is served (e.g. the recording cannot be written): 200 with status "degraded" and the reasons, so a
@@ -195,7 +203,8 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
     `POST /-/reload` (None when it worked, else why not) when `lifecycle` is on (else a 403); `api_token` may be a callable (read per request,
     so a reload can change it). `deployment_names()` lists the deployments in order, so that a page of
     /api/v1/status builds only its own (without it they are read from a whole `status()`). `metrics_page`
-    serves /metrics; `guard` caps the port's connections (default: 1024) and logs its overload."""
+    serves /metrics; `guard` caps the port's connections (default: 1024) and logs its overload.
+    `status_async` builds /api/v1/status answers without holding the event loop (else `status` does)."""
     names = deployment_names or (lambda: [d.name for d in status().deployments])
     guard = guard or ConnectionGuard(DEFAULT_MAX_CONNECTIONS)
     deadlines = RequestDeadlines(header_timeout, guard.throttled)
@@ -235,7 +244,7 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
     async def api_status(request: web.Request) -> web.Response:
         # Filters and paging: monitor/export/status_query.py. A bad query is a 400 saying why.
         try:
-            answer = select(parse_query(list(request.query.items())), status, names)
+            answer = await select(parse_query(list(request.query.items())), status_async or _awaitable(status), names)
         except QueryError as err:
             return web.json_response({"error": str(err)}, status=400)
         return web.Response(text=dump(answer), content_type="application/json")
