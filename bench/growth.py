@@ -78,7 +78,7 @@ def _rss() -> float:
 
 
 def _fill(n: int, hours: float) -> dict[str, object]:
-    from monitor.export.status_query import DEFAULT_LIMIT, StatusQuery, dump, select
+    from monitor.export.status_query import DEFAULT_LIMIT, StatusQuery, dump, select_now
     from monitor.sidecar import Sidecar
 
     clock = [1_800_000_000.0]
@@ -106,7 +106,7 @@ def _fill(n: int, hours: float) -> dict[str, object]:
         whole = sidecar.status().model_dump_json()
         whole_cpu.append(time.process_time() - t1)
         t2 = time.process_time()
-        page = dump(select(StatusQuery(), sidecar.status, lambda: names))
+        page = dump(select_now(StatusQuery(), sidecar.status, lambda: names))
         page_cpu.append(time.process_time() - t2)
     return {"deployments": n, "rss_before": before, "rss": rss, "sim_cpu": sim_cpu,
             "held": {"fine": len(store.fine), "coarse": len(store.coarse), "long": len(store.long)},

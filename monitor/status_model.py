@@ -73,6 +73,7 @@ class TargetStatusModel(BaseModel):
     format: str | None
     detail: dict[str, float]
     warnings: list[str] = []  # what the last scrape got wrong but could use (e.g. no _sum: no mean)
+    series_retired_early: int = 0  # series retired before their 6 h expiry for label churn
 
 
 class GoodputWindowStatus(BaseModel):
@@ -262,6 +263,7 @@ def target_status(t: TargetStatus) -> TargetStatusModel:
         last_error=redact(t.last_error), last_scrape_ts=t.last_scrape_ts, last_success_ts=t.last_success_ts,
         scrape_duration_seconds=t.duration_seconds, samples=t.samples, bytes=t.bytes, scrapes=t.scrapes,
         errors=t.errors, counter_resets=t.resets, format=t.format, detail=t.detail, warnings=list(t.warnings),
+        series_retired_early=t.retired_early,
     )
 
 

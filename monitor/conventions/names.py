@@ -278,6 +278,7 @@ M_LAST_SUCCESS = f"{NS}_target_last_success_timestamp_seconds"
 M_SCRAPES = f"{NS}_target_scrapes_total"
 M_SCRAPE_ERRORS = f"{NS}_target_scrape_errors_total"
 M_COUNTER_RESETS = f"{NS}_target_restarts_total"  # counter resets = SGLang restarts
+M_SERIES_RETIRED_EARLY = f"{NS}_target_series_retired_early_total"  # label churn (monitor.slo.engine)
 M_DEPLOYMENT_INFO = f"{NS}_deployment_info"
 M_CLIENT_CLOSED = f"{NS}_client_closed_requests"  # gateway 499s in the window (labels deployment, window)
 M_CLIENT_CLOSED_RATIO = f"{NS}_client_closed_ratio"  # ... over the gateway's answers in the window

@@ -15,7 +15,7 @@ import asyncio
 import hmac
 import logging
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -23,9 +23,16 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from monitor.export.connections import ConnectionGuard, ThrottledLog, accept_error_handler
 from monitor.export.render_cache import MetricsPage, accepts_gzip
-from monitor.export.status_query import AsyncStatusSource, QueryError, StatusSource, dump, parse_query, select
+from monitor.export.status_query import (
+    AsyncStatusSource,
+    QueryError,
+    StatusSource,
+    awaitable_status,
+    dump,
+    parse_query,
+    select,
+)
 from monitor.redaction import redact_str
-from monitor.status_model import StatusResponse
 
 log = logging.getLogger(__name__)
 
@@ -181,12 +188,6 @@ LIFECYCLE_OFF = ("Lifecycle API is not enabled: set sidecar.enable_lifecycle: tr
                  "or send the process SIGHUP")
 
 
-def _awaitable(status: StatusSource) -> AsyncStatusSource:
-    async def built(only: Collection[str] | None = None) -> StatusResponse:
-        return status(only)
-    return built
-
-
 def build_app(metrics_page: MetricsPage, status: StatusSource, *,
               api_token: str | None | Callable[[], str | None] = None,
               header_timeout: float = HEADER_TIMEOUT_SECONDS,
@@ -244,7 +245,7 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
     async def api_status(request: web.Request) -> web.Response:
         # Filters and paging: monitor/export/status_query.py. A bad query is a 400 saying why.
         try:
-            answer = await select(parse_query(list(request.query.items())), status_async or _awaitable(status), names)
+            answer = await select(parse_query(list(request.query.items())), status_async or awaitable_status(status), names)
         except QueryError as err:
             return web.json_response({"error": str(err)}, status=400)
         return web.Response(text=dump(answer), content_type="application/json")

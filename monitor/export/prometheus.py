@@ -59,6 +59,9 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
     last = GaugeMetricFamily(N.M_LAST_SUCCESS, "Unix time of the last successful scrape.", labels=["deployment", "role", "target"])
     scrapes = CounterMetricFamily(N.M_SCRAPES, "Scrapes attempted.", labels=["deployment", "role", "target"])
     errors = CounterMetricFamily(N.M_SCRAPE_ERRORS, "Scrapes that failed (down, slow, too big, malformed).", labels=["deployment", "role", "target"])
+    churned = CounterMetricFamily(N.M_SERIES_RETIRED_EARLY, "Series retired before their expiry for label churn "
+                                  "(absent ones outnumbering the present ones 4 times over).",
+                                  labels=["deployment", "role", "target"])
     resets = CounterMetricFamily(N.M_COUNTER_RESETS, "Restarts of the target seen as counter resets (SGLang starts a fresh multiprocess dir).", labels=["deployment", "role", "target"])
 
     for dep in status.deployments:
@@ -122,6 +125,7 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
             scrapes.add_metric(lt, float(t.scrapes))
             errors.add_metric(lt, float(t.errors))
             resets.add_metric(lt, float(t.counter_resets))
+            churned.add_metric(lt, float(t.series_retired_early))
             if t.last_scrape_ts is not None:
                 dur.add_metric(lt, t.scrape_duration_seconds)
             if t.last_success_ts is not None:
@@ -129,7 +133,8 @@ def families_from_status(status: StatusResponse) -> Iterator[Metric]:
                 samples.add_metric(lt, float(t.samples))
                 size.add_metric(lt, float(t.bytes))
     yield from (info, target, objective, edge, good, lower, upper, events, burn, budget, quant, mean, load,
-                rates, leading, closed, closed_ratio, aborted, up, dur, samples, size, last, scrapes, errors, resets)
+                rates, leading, closed, closed_ratio, aborted, up, dur, samples, size, last, scrapes, errors, resets,
+                churned)
     yield from loop_families(status)
 
 

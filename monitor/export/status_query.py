@@ -15,6 +15,7 @@ deployments; a larger fleet's first page holds DEFAULT_LIMIT, so the default ans
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Literal, Protocol
@@ -112,6 +113,19 @@ def _start(names: Sequence[str], token: str | None) -> int:
         raise QueryError(f"page_token {token!r} names no deployment this query selects (the config changed, or "
                          "the filters differ from the first page's); start again without page_token")
     return names.index(token)
+
+
+def awaitable_status(status: StatusSource) -> AsyncStatusSource:
+    """A plain status source as the async one `select` reads."""
+    async def built(only: Collection[str] | None = None) -> StatusResponse:
+        return status(only)
+    return built
+
+
+def select_now(query: StatusQuery, status: StatusSource, all_names: Callable[[], list[str]],
+               default_limit: int = DEFAULT_LIMIT) -> StatusResponse:
+    """`select` over a plain status source, outside an event loop (benchmarks, tests)."""
+    return asyncio.run(select(query, awaitable_status(status), all_names, default_limit))
 
 
 async def select(query: StatusQuery, status: AsyncStatusSource, all_names: Callable[[], list[str]],

@@ -23,6 +23,8 @@ class TargetStatus:
     scrapes: int = 0
     errors: int = 0
     resets: int = 0
+    retired_early: int = 0  # series retired before their expiry for label churn (monitor.slo.engine.CHURN_FACTOR)
+    retired_early_said: float | None = None  # when that was last logged
     format: str | None = None
     detail: dict[str, float] = field(default_factory=dict)  # e.g. router worker health summary
     # What the last successful scrape got wrong but could still be used (e.g. a _count off the

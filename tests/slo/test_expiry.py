@@ -149,3 +149,38 @@ def test_stage_counters_count_their_own_stage_and_retire_and_restore_apart_from_
     again.snapshot(t + 60)
     latest = again.store.latest().counters
     assert (latest["stage_prefill_forward_seconds_total"], latest["stage_prefill_forward_requests_total"]) == (8.0, 7.0)
+
+
+
+def _churn_run(monkeypatch, retire: bool) -> tuple[list[int], object, int]:
+    import monitor.slo.engine as engine_module
+
+    if not retire:
+        monkeypatch.setattr(engine_module, "CHURN_MIN_SERIES", 10**9)
+    eng, (srv,) = make()
+    sizes = []
+    for step in range(80):  # 400 s, a scrape every 5 s
+        t = T0 + step * 5
+        eng.observe(srv, parse(churned(step, 150, 1 + step % 7), W), t)  # 300 new series each scrape
+        eng.snapshot(t)
+        sizes.append(len(eng.book.scalars) + len(eng.book.hists))
+    monkeypatch.undo()
+    return sizes, eng.state(t), sum(eng.churned.values())
+
+
+def test_fast_label_churn_is_retired_at_the_next_sweep_not_held_for_6_hours_and_windows_do_not_move(monkeypatch):
+    """Issue #34 item 6: 300 new series a scrape for 400 s. Before, every one was held for the 6 h expiry (the
+    book, RSS and the recording grew by 3,600 series a minute). Now the absent ones are retired at the next sweep
+    once they outnumber the present ones 4 times over: the book stays within one sweep's churn, the windows count
+    exactly what they count when all are held, and the retirements are counted."""
+    from monitor.slo.engine import CHURN_FACTOR, CHURN_MIN_SERIES, EXPIRY_SWEEP_SECONDS
+
+    sizes, state, churned_n = _churn_run(monkeypatch, retire=True)
+    held, held_state, _ = _churn_run(monkeypatch, retire=False)
+    live = 2 * 150
+    bound = max(CHURN_FACTOR * live, CHURN_MIN_SERIES) + live * (EXPIRY_SWEEP_SECONDS / 5 + 1)
+    assert max(sizes) <= bound < held[-1] / 3, (max(sizes), bound, held[-1])
+    assert churned_n > 0
+    for sli in ("tpot",):
+        for w, h in zip(state.slis[sli].windows.values(), held_state.slis[sli].windows.values()):
+            assert (w.events, w.good_ratio) == (h.events, h.good_ratio), (w, h)

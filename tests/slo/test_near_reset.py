@@ -98,3 +98,43 @@ def test_a_counter_that_loses_one_now_and_then_is_held_and_said_not_read_as_a_re
     assert target["counter_resets"] == 0, target
     said = [line for line in log.read_text().splitlines() if "went down by" in line]
     assert said and "WARNING" in said[0] and "without dropping toward 0" in said[0], log.read_text()[-2000:]
+
+
+def test_a_small_counter_that_falls_less_than_half_in_a_restart_is_restarted_with_the_others():
+    """One process, one restart: a counter of 2 that reads 1 after the restart fell less than half, but the
+    scrape's other series fell to 0, so it restarted too (its 1 is new), not a held decrease."""
+    from monitor.parse.exposition import parse
+    from monitor.parse.families import engine_wanted
+    from tests.slo.test_engine import make
+
+    eng, (srv,) = make()
+    wanted = engine_wanted()
+    before = exposition(tpot=[0.03] * 50) + 'sglang:num_aborted_requests_total{engine_type="unified",model_name="m"} 2\n'
+    after = exposition(tpot=[0.03] * 3) + 'sglang:num_aborted_requests_total{engine_type="unified",model_name="m"} 1\n'
+    eng.observe(srv, parse(before, wanted), 1000.0)
+    eng.snapshot(1000.0)
+    assert eng.observe(srv, parse(after, wanted), 1005.0) == 1
+    eng.snapshot(1005.0)
+    key = next(k for k in eng.book.scalars if k[1] == "sglang:num_aborted_requests_total")
+    acc = eng.book.scalars[key]
+    assert (acc.adjusted(), acc.resets, acc.decreases) == (1.0, 1, 0)  # 0 at the first scrape, its 1 new
+    assert not any("went down by" in w for w in eng.warnings[srv.id])
+
+
+def test_a_counter_absent_from_the_restart_scrape_that_comes_back_lower_restarted_too():
+    """SGLang creates a counter at its first event: after a restart the aborted-requests counter is missing until
+    the new process aborts one, then reads 1 where it read 2. Its target restarted since it was last seen: a
+    restart, not a held decrease (the lab's restart incident read "arrival rate -4 %" for "-5 %" before this)."""
+    from monitor.parse.exposition import parse
+    from monitor.parse.families import engine_wanted
+    from tests.slo.test_engine import make
+
+    eng, (srv,) = make()
+    wanted = engine_wanted()
+    aborted = 'sglang:num_aborted_requests_total{engine_type="unified",model_name="m"} %d\n'
+    eng.observe(srv, parse(exposition(tpot=[0.03] * 50) + aborted % 2, wanted), 1000.0)
+    eng.observe(srv, parse(exposition(tpot=[0.03] * 3), wanted), 1005.0)  # restarted; no abort yet
+    assert eng.observe(srv, parse(exposition(tpot=[0.03] * 6) + aborted % 1, wanted), 1010.0) == 1
+    acc = next(a for k, a in eng.book.scalars.items() if k[1] == "sglang:num_aborted_requests_total")
+    assert (acc.adjusted(), acc.decreases) == (1.0, 0)
+    assert not any("went down by" in w for w in eng.warnings[srv.id])
