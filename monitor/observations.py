@@ -11,10 +11,11 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 
 from monitor.config import Config, Deployment, Target
+from monitor.conventions.policy import SERIES_EXPIRY_SECONDS
 from monitor.conventions.slis import ENGINE_ROLES
 from monitor.feeds import feed
 from monitor.parse.exposition import Exposition
-from monitor.parse.families import HistogramError, warning_key
+from monitor.parse.families import HistogramError, dated_warnings, warning_key
 from monitor.parse.gateway import router_summary, split_workers
 from monitor.redaction import redact
 from monitor.scrape.flapping import FlapDamper, FlapSummary
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 # A wall clock that ran ahead of the steady clock by more than this between two cycles of a deployment stepped
 # forward; less is the time between reading the two clocks, or NTP slewing (at most 0.5 ms a second).
 CLOCK_STEP_MIN_SECONDS = 1.0
+CHURN_SAY_SECONDS = 3600.0  # label churn is said at most this often per target (it is counted at every sweep)
 
 
 def _changed(status: TargetStatus, was_up: bool, scrapes_before: int) -> bool:
@@ -171,7 +173,7 @@ class Observations:
         # not with the status (a failed scrape clears that): a flapping target says it once, not per recovery.
         # Compared by what each warning is about (warning_key), not its text: a _count off +Inf quotes
         # counts that grow every scrape, which made it a new warning every scrape.
-        warnings = engine.warnings.get(target.id, [])
+        warnings = engine.warnings.get(target.id, []) + dated_warnings(expo.dated)  # and the parse's (stale samples)
         key = (result.deployment, target.id)
         about = [warning_key(w) for w in warnings]
         if self._said_warnings.get(key, []) != about:
@@ -242,7 +244,11 @@ class Observations:
             if before is not None:
                 ahead = (ts - before[0]) - (elapsed - before[1])
                 step = ahead if ahead > CLOCK_STEP_MIN_SECONDS else 0.0
-        shift = self.engines[deployment].snapshot(ts, step)
+        engine = self.engines[deployment]
+        shift = engine.snapshot(ts, step)
+        if engine.churned:
+            self._say_churn(deployment, engine.churned)
+            engine.churned = {}
         if shift < 0:  # once per step: from the next cycle on the history is in the new time line
             log.warning("%s: the wall clock stepped back (NTP step, VM resume?): the SLO history moved back "
                         "%.0f s with it, so windows keep their length and events", deployment, -shift)
@@ -250,6 +256,22 @@ class Observations:
             log.warning("%s: the wall clock stepped forward %.0f s more than the time that passed (NTP step, a clock "
                         "set by hand?): the SLO history moved forward with it, so windows keep their length and "
                         "events", deployment, shift)
+
+    def _say_churn(self, deployment: str, churned: dict[str, int]) -> None:
+        """Series retired early for label churn (`monitor.slo.engine.CHURN_FACTOR`): counted on the target's
+        status (`slo_monitor_target_series_retired_early_total`) and said, at most once an hour per target."""
+        for tid, n in churned.items():
+            status = self.statuses.get((deployment, tid))
+            if status is None:
+                continue
+            status.retired_early += n
+            if status.retired_early_said is None or status.last_scrape_ts is None or (
+                    status.last_scrape_ts - status.retired_early_said >= CHURN_SAY_SECONDS):
+                status.retired_early_said = status.last_scrape_ts or 0.0
+                log.warning("%s %s: label churn: %d series absent from its latest scrape retired before the %.0f h "
+                            "expiry (%d since start), so memory and the recording stay bounded; their counts stay in "
+                            "their families' totals, and one that comes back counts from 0 again",
+                            deployment, redact(tid), n, SERIES_EXPIRY_SECONDS / 3600, status.retired_early)
 
     def state(self, deployment: str, now: float) -> DeploymentState:
         """The deployment's SLO state at `now` (its engine's windows)."""

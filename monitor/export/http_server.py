@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import inspect
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -193,7 +194,7 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
               header_timeout: float = HEADER_TIMEOUT_SECONDS,
               problems: Callable[[], list[str]] | None = None,
               degraded: Callable[[], list[str]] | None = None,
-              reload: Callable[[], str | None] | None = None, lifecycle: bool = True,
+              reload: Callable[[], str | None | Awaitable[str | None]] | None = None, lifecycle: bool = True,
               deployment_names: Callable[[], list[str]] | None = None,
               guard: ConnectionGuard | None = None,
               status_async: AsyncStatusSource | None = None) -> web.Application:
@@ -255,6 +256,8 @@ def build_app(metrics_page: MetricsPage, status: StatusSource, *,
         if not lifecycle:
             return web.json_response({"status": "error", "error": LIFECYCLE_OFF}, status=403)
         error = reload() if reload is not None else "this server has no config to reload"
+        if inspect.isawaitable(error):  # the sidecar reads the file in a thread (Sidecar.reload_async)
+            error = await error
         if error is not None:
             return web.json_response({"status": "error", "error": error}, status=500)
         return web.json_response({"status": "success"})

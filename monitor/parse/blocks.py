@@ -34,9 +34,10 @@ from monitor.parse.lines import (
     Limits,
     ParseError,
     Sample,
+    only_current,
     parse_labels,
     split_sample,
-    value_of,
+    value_and_stamp,
 )
 
 _HELP = b"# HELP "
@@ -161,6 +162,7 @@ def parse_grouped(data: bytes, wanted: frozenset[str], content_type: str, limits
     types: dict[str, str | None] = {}  # every family seen, with its TYPE if it has one
     selected: list[Sample] = []
     seen: set[tuple[str, Labels]] = set()
+    dated: list[tuple[Sample, str]] = []  # kept samples that carry a timestamp, with it
     pos = 0
     find, startswith = data.find, data.startswith
     while pos < end:
@@ -189,11 +191,11 @@ def parse_grouped(data: bytes, wanted: frozenset[str], content_type: str, limits
         if not head.reads:
             n = data.count(b"\n" + prefix, at - 1, stop - 1)
         elif head.sparse is not None:
-            n = _read_sparse(data, at, stop, prefix, head.sparse, wanted, selected, seen, limits)
+            n = _read_sparse(data, at, stop, prefix, head.sparse, wanted, selected, seen, dated, limits)
             if n is None:
                 return None
         else:
-            n = _read_block(data, at, stop, prefix.decode(), wanted, selected, seen, limits)
+            n = _read_block(data, at, stop, prefix.decode(), wanted, selected, seen, dated, limits)
             if n is None:
                 return None
         samples += n
@@ -202,7 +204,10 @@ def parse_grouped(data: bytes, wanted: frozenset[str], content_type: str, limits
         return None
     limits.check_samples(samples)
     declared = {f: t for f, t in types.items() if t is not None}
-    return Exposition("openmetrics" if is_om else "prometheus-text", -1, samples, declared, selected)
+    left_out = None
+    if dated:
+        selected, left_out = only_current(selected, dated, is_om, limits)
+    return Exposition("openmetrics" if is_om else "prometheus-text", -1, samples, declared, selected, left_out)
 
 
 _CHUNK = 1 << 20  # a wanted block is decoded and split this much at a time: bounded before a limit hits
@@ -217,7 +222,8 @@ _as_sample = functools.partial(tuple.__new__, Sample)  # Sample(*row), without a
 
 
 def _read_sparse(data: bytes, at: int, stop: int, prefix: bytes, suffixes: tuple[str, ...], wanted: frozenset[str],
-                 selected: list[Sample], seen: set[tuple[str, Labels]], limits: Limits) -> int | None:
+                 selected: list[Sample], seen: set[tuple[str, Labels]], dated: list[tuple[Sample, str]],
+                 limits: Limits) -> int | None:
     """The wanted lines of a block read for a few of its sample names (`_sparse`): its lines are counted by the
     family's name, as a skipped block's are (a line of another name leaves the text's count short: not
     grouped), and only the lines of those names (found with `bytes.find`) are parsed. Its line count, or None
@@ -236,10 +242,10 @@ def _read_sparse(data: bytes, at: int, stop: int, prefix: bytes, suffixes: tuple
         return n
     text = b"".join(picked).decode()
     found = _SIMPLE_LINE.findall(text)
-    got = _wanted(found, prefix.decode(), wanted) if len(found) == len(picked) else None
+    got = _wanted(found, prefix.decode(), wanted, dated) if len(found) == len(picked) else None
     if got is None:
         found = _line_by_line(text)
-        got = None if found is None else _wanted(found, prefix.decode(), wanted)
+        got = None if found is None else _wanted(found, prefix.decode(), wanted, dated)
         if got is None:
             return None
     before = len(seen)
@@ -252,7 +258,7 @@ def _read_sparse(data: bytes, at: int, stop: int, prefix: bytes, suffixes: tuple
 
 
 def _read_block(data: bytes, at: int, stop: int, prefix: str, wanted: frozenset[str], selected: list[Sample],
-                seen: set[tuple[str, Labels]], limits: Limits) -> int | None:
+                seen: set[tuple[str, Labels]], dated: list[tuple[Sample, str]], limits: Limits) -> int | None:
     """Parse the wanted samples of one block into `selected`; its line count, or None when a line is not
     the family's or does not parse (the full scan then names it)."""
     n = 0
@@ -265,10 +271,10 @@ def _read_block(data: bytes, at: int, stop: int, prefix: str, wanted: frozenset[
         lines = text.count("\n")
         n += lines
         found = _SIMPLE_LINE.findall(text)
-        got = _wanted(found, prefix, wanted) if len(found) == lines else None
+        got = _wanted(found, prefix, wanted, dated) if len(found) == lines else None
         if got is None:  # an unusual line somewhere: the careful reader decides
             found = _line_by_line(text)
-            got = None if found is None else _wanted(found, prefix, wanted)
+            got = None if found is None else _wanted(found, prefix, wanted, dated)
             if got is None:
                 return None
         before = len(seen)
@@ -280,9 +286,11 @@ def _read_block(data: bytes, at: int, stop: int, prefix: str, wanted: frozenset[
     return n
 
 
-def _wanted(found: list[tuple[str, str, str, str]], prefix: str, wanted: frozenset[str]) -> list[Sample] | None:
+def _wanted(found: list[tuple[str, str, str, str]], prefix: str, wanted: frozenset[str],
+            dated: list[tuple[Sample, str]]) -> list[Sample] | None:
     """The wanted samples among one block's lines (name, label text, value, timestamp), column by column:
-    the per-line work runs in C (map), which matters at ~500 wanted lines a scrape."""
+    the per-line work runs in C (map), which matters at ~500 wanted lines a scrape. Those with a timestamp
+    are added to `dated` with it (for `only_current`)."""
     if not found:
         return []
     raws, label_texts, values, stamps = zip(*found)
@@ -292,9 +300,10 @@ def _wanted(found: list[tuple[str, str, str, str]], prefix: str, wanted: frozens
             return None
         canon = canonical_name(raw)
         names[raw] = canon if canon in wanted else None
+    stamped = any(stamps)  # off the fast path: SGLang writes no timestamps, and `any` of empty strings stays in C
     try:
         floats = list(map(float, values))
-        if any(stamps):
+        if stamped:
             list(map(float, filter(None, stamps)))
         labels = list(map(LABEL_CACHE.get, label_texts))
         if None in labels:  # first sight of these label sets
@@ -306,7 +315,11 @@ def _wanted(found: list[tuple[str, str, str, str]], prefix: str, wanted: frozens
     rows = zip(canon, labels, floats)
     if None in names.values():
         rows = (row for row in rows if row[0] is not None)
-    return list(map(_as_sample, rows))
+    got = list(map(_as_sample, rows))
+    if stamped:
+        kept = [stamp for c, stamp in zip(canon, stamps) if c is not None]
+        dated += [(smp, stamp) for smp, stamp in zip(got, kept) if stamp]
+    return got
 
 
 def _line_by_line(text: str) -> list[tuple[str, str, str, str]] | None:
@@ -315,8 +328,8 @@ def _line_by_line(text: str) -> list[tuple[str, str, str, str]] | None:
     for line in text.split("\n")[:-1]:
         try:
             raw, label_text, rest = split_sample(line, 0)
-            value_of(rest, 0, line)
+            _, stamp = value_and_stamp(rest, 0, line)
         except ParseError:
             return None
-        out.append((raw, label_text or "", rest.split()[0], ""))
+        out.append((raw, label_text or "", rest.split()[0], stamp))
     return out

@@ -14,6 +14,11 @@ colon), `le="1"` and `le="1.0"`, escaped label values, NaN/±Inf, missing HELP/T
 label of multiprocess gauges (dropped), OpenMetrics timestamps, exemplars and `# EOF`, and Prometheus 3's
 quoted names (`{"my.metric","my.label"="v"} 1`, `# TYPE "my.metric" counter`: what prometheus_client >= 0.22
 writes with `escaping=allow-utf-8` for a name that is not a legacy one), which the full scan reads.
+
+Sample timestamps (ms in the text format, s in OpenMetrics; SGLang writes none): given the scrape's time and
+interval (`Limits.current`), a wanted sample dated further than one interval from it is left out of `selected`
+and counted in `Exposition.dated` (`monitor.parse.lines.only_current` says why). Every path collects the dated
+samples as it reads them and compares them once at the end, so a text without timestamps pays nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from monitor.parse.blocks import parse_grouped
 from monitor.parse.lines import (
     NAME_RE,
     NO_LIMITS,
+    Dated,
     Exposition,
     Labels,
     LimitExceeded,
@@ -35,16 +41,19 @@ from monitor.parse.lines import (
     ParseError,
     Sample,
     family_of,
+    only_current,
     parse_labels,
     read_quoted,
     spell_value,
     split_sample,
+    value_and_stamp,
     value_of,
 )
 
 # The parser's public names, those defined in monitor.parse.lines (shared with the block skipper) included.
 __all__ = [
     "NO_LIMITS",
+    "Dated",
     "Exposition",
     "Labels",
     "LimitExceeded",
@@ -90,12 +99,12 @@ def _wanted_regex(wanted: frozenset[str]) -> re.Pattern[str]:
     return re.compile(r"\n(" + "|".join(alts) + r")(?=[{ \t])([^\n]*)")
 
 
-def wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float]:
-    """Parse one line whose name is wanted: labels in full, value, timestamp checked."""
+def wanted_sample(line: str, lineno: int) -> tuple[str, Labels, float, str]:
+    """Parse one line whose name is wanted: labels in full, value, timestamp as written ("" when none)."""
     raw, label_text, rest = split_sample(line, lineno)
-    value = value_of(rest, lineno, line)
+    value, stamp = value_and_stamp(rest, lineno, line)
     labels = parse_labels(label_text, lineno, line) if label_text else ()
-    return canonical_name(raw), labels, value
+    return canonical_name(raw), labels, value, stamp
 
 
 def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_families: bool,
@@ -115,11 +124,12 @@ def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_fami
     limits.check_samples(samples)
     selected: list[Sample] = []
     seen: set[tuple[str, Labels]] = set()
+    dated: list[tuple[Sample, str]] = []  # kept samples that carry a timestamp, with it
     limit = math.inf if limits.series is None else limits.series
     for m in _wanted_regex(wanted).finditer(body):
         line = m.group(1) + m.group(2)
         try:
-            name, labels, value = wanted_sample(line, 0)
+            name, labels, value, stamp = wanted_sample(line, 0)
         except ParseError as err:
             # Counting lines is O(size): only on the error path.
             raise ParseError(body.count("\n", 0, m.start() + 1), str(err).split(": ", 1)[1]) from None
@@ -127,7 +137,10 @@ def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_fami
         if key in seen:
             raise ParseError(body.count("\n", 0, m.start() + 1), "duplicate series", line)
         seen.add(key)
-        selected.append(Sample(name, labels, value))
+        smp = Sample(name, labels, value)
+        selected.append(smp)
+        if stamp:
+            dated.append((smp, stamp))
         if len(selected) > limit:
             limits.check_series(len(selected))
     found = _TYPE_RE.findall(body)
@@ -137,7 +150,10 @@ def _parse_fast(text: str, wanted: frozenset[str], content_type: str, count_fami
     families = -1
     if count_families:
         families = len({family_of(canonical_name(n)) for n in set(_NAMES_RE.findall(text))})
-    return Exposition("openmetrics" if is_om else "prometheus-text", families, samples, types, selected)
+    left_out = None
+    if dated:
+        selected, left_out = only_current(selected, dated, is_om, limits)
+    return Exposition("openmetrics" if is_om else "prometheus-text", families, samples, types, selected, left_out)
 
 
 def parse(text: str | bytes, wanted: Collection[str] | None = None, *, content_type: str = "",
@@ -200,6 +216,7 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
     first_line: dict[str, int] = {}  # raw sample name -> first line it appears on (names not quoted)
     quoted_families: set[str] = set()  # of quoted names, which need not be legacy names
     selected: list[Sample] = []
+    dated: list[tuple[Sample, str]] = []  # kept samples that carry a timestamp, with it
     count = 0
     saw_eof = False
     keep_all = wanted is None
@@ -252,7 +269,11 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
             raw = line[:space]
             name = canonical_name(raw)
             label_text, rest = None, line[space:]
-        value = value_of(rest, lineno, line)
+        keep = keep_all or name in wanted_set
+        if keep:
+            value, stamp = value_and_stamp(rest, lineno, line)
+        else:
+            value_of(rest, lineno, line)
         count += 1
         if sample_limit is not None and count > sample_limit:
             limits.check_samples(count)
@@ -260,7 +281,7 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
             quoted_families.add(family_of(name))
         elif raw not in first_line:
             first_line[raw] = lineno
-        if keep_all or name in wanted_set:
+        if keep:
             labels = parse_labels(label_text, lineno, line) if label_text else ()
             key = (name, labels)
             if key in seen:
@@ -271,7 +292,10 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
                 # Only the series read here are checked: a repeat of any other is not looked at.
                 raise ParseError(lineno, "duplicate series", line)
             seen.add(key)
-            selected.append(Sample(name, labels, value))
+            smp = Sample(name, labels, value)
+            selected.append(smp)
+            if stamp:
+                dated.append((smp, stamp))
             if len(selected) > series_limit:
                 limits.check_series(len(selected))
     if is_om and not saw_eof and "openmetrics" in content_type:
@@ -283,5 +307,8 @@ def _parse_lines(text: str, wanted: Collection[str] | None, content_type: str,
             raise ParseError(lineno, f"invalid metric name {raw!r}")
         families.add(family_of(canonical_name(raw)))
     fmt = "openmetrics" if is_om else "prometheus-text"
-    return Exposition(fmt, len(families), count, types, selected)
+    left_out = None
+    if dated:  # after the whole text: `# EOF` at its end is what says its timestamps are seconds
+        selected, left_out = only_current(selected, dated, is_om, limits)
+    return Exposition(fmt, len(families), count, types, selected, left_out)
 

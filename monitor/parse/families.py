@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from monitor.conventions.names import COUNTERS, GAUGES, KV_TRANSFER_LATENCY
 from monitor.conventions.slis import LEGACY_TPOT_FAMILY, SLI_FAMILIES
-from monitor.parse.exposition import Labels, Sample, spell_value
+from monitor.parse.exposition import Dated, Labels, Sample, spell_value
 
 
 class HistogramSeries(NamedTuple):
@@ -154,6 +154,39 @@ def histogram_warnings(h: HistogramSeries) -> list[str]:
         out.append(f"{where}: no _sum: no mean reported")
     elif not math.isfinite(h.sum):
         out.append(f"{where}: _sum is {spell_value(h.sum)}: no mean reported")
+    return out
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+
+
+def _samples_carry(n: int) -> str:
+    return "1 sample carries" if n == 1 else f"{n} samples carry"
+
+
+def dated_warnings(dated: Dated | None) -> list[str]:
+    """The target's warnings for samples a parse left out for their timestamps (`monitor.parse.lines.only_current`).
+    Their numbers change from scrape to scrape: the key leaves them out, so each is logged once while it lasts."""
+    if dated is None:
+        return []
+    out: list[str] = []
+    every = f"one scrape interval ({_seconds(dated.interval)} s)"
+    along = (f"; {dated.along} current sample{'s' if dated.along != 1 else ''} of the same histogram series left out "
+             "with them (a histogram series is read whole)") if dated.along else ""
+    if dated.old:
+        out.append(Finding(
+            f"{_samples_carry(dated.old)} timestamps up to {_seconds(dated.oldest)} s "
+            f"before the scrape ({dated.old_name} among them), more than {every}: not current, skipped (Prometheus "
+            f"stores none older than its series' last sample or than its head, ~1 h){along}",
+            "samples carry timestamps more than one scrape interval before the scrape: skipped"))
+    if dated.ahead:
+        out.append(Finding(
+            f"{_samples_carry(dated.ahead)} timestamps up to {_seconds(dated.furthest)} s "
+            f"after the scrape ({dated.ahead_name} among them), more than {every} ahead (a clock ahead, or milliseconds "
+            "where OpenMetrics wants seconds?): not this scrape's values, skipped (Prometheus stores them at that time, "
+            f"where a query now does not see them){'' if dated.old else along}",
+            "samples carry timestamps more than one scrape interval after the scrape: skipped"))
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.parse.exposition import Exposition, LimitExceeded, Limits, ParseError, Sample, parse
+from monitor.parse.exposition import Dated, Exposition, LimitExceeded, Limits, ParseError, Sample, parse
 
 Wire = tuple[str, Any]
 
@@ -23,7 +23,8 @@ def parse_job(body: bytes, wanted: frozenset[str] | None, content_type: str, cou
         return "parse", (err.line, str(err))
     except LimitExceeded as err:
         return "limit", str(err)
-    return "ok", (e.format, e.families, e.samples, e.types, [tuple(s) for s in e.selected])
+    dated = None if e.dated is None else tuple(e.dated)
+    return "ok", (e.format, e.families, e.samples, e.types, [tuple(s) for s in e.selected], dated)
 
 
 def from_wire(result: Wire) -> Exposition:
@@ -36,5 +37,6 @@ def from_wire(result: Wire) -> Exposition:
         raise err
     if kind == "limit":
         raise LimitExceeded(value)
-    fmt, families, samples, types, selected = value
-    return Exposition(fmt, families, samples, types, [Sample(*s) for s in selected])
+    fmt, families, samples, types, selected, dated = value
+    return Exposition(fmt, families, samples, types, [Sample(*s) for s in selected],
+                      None if dated is None else Dated(*dated))

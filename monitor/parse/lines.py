@@ -36,6 +36,10 @@ class Limits(NamedTuple):
 
     samples: int | None = None  # every sample line of the exposition
     series: int | None = None  # samples kept (the families in `wanted`)
+    # (the scrape's wall time, one scrape interval): a kept sample whose own timestamp lies further than that
+    # interval from that time is not this scrape's value and is left out (`only_current`). None: timestamps are
+    # read but not compared with a clock (`inspect`, tests).
+    current: tuple[float, float] | None = None
 
     def check_samples(self, samples: int) -> None:
         if self.samples is not None and samples > self.samples:
@@ -56,12 +60,26 @@ class Sample(NamedTuple):
     value: float
 
 
+class Dated(NamedTuple):
+    """The wanted samples a parse left out for their own timestamps (`Limits.current`)."""
+
+    old: int  # dated more than one interval before the scrape
+    oldest: float  # seconds the oldest of them lies before it
+    ahead: int  # dated more than one interval after it
+    furthest: float  # seconds the furthest of them lies after it
+    along: int  # samples of the same histogram series left out with them, dated or not (a series is read whole)
+    old_name: str  # the first old one's name, for the message ("" when none)
+    ahead_name: str  # the first one ahead's
+    interval: float
+
+
 class Exposition(NamedTuple):
     format: str  # "prometheus-text" | "openmetrics"
     families: int  # distinct families that have at least one sample (-1: not counted)
     samples: int  # every sample line
     types: dict[str, str]  # canonical family name -> declared TYPE
-    selected: list[Sample]  # samples whose name is in `wanted` (all, when wanted is None)
+    selected: list[Sample]  # samples whose name is in `wanted` (all, when wanted is None), current ones only
+    dated: Dated | None = None  # what was left out of `selected` for its timestamp; None: nothing
 
 
 def family_of(sample_name: str) -> str:
@@ -261,6 +279,11 @@ def _find_label_end(line: str, i: int, lineno: int) -> int:
 
 def value_of(rest: str, lineno: int, line: str) -> float:
     """The value after the name and labels; a timestamp after it must be a number too."""
+    return value_and_stamp(rest, lineno, line)[0]
+
+
+def value_and_stamp(rest: str, lineno: int, line: str) -> tuple[float, str]:
+    """The value after the name and labels, and the timestamp after it as written ("" when none)."""
     tokens = rest.split()
     if not tokens:
         raise ParseError(lineno, "sample has no value", line)
@@ -274,4 +297,63 @@ def value_of(rest: str, lineno: int, line: str) -> float:
             float(tokens[1])
         except ValueError:
             raise ParseError(lineno, "unexpected text after the value", line) from None
-    return value
+        return value, tokens[1]
+    return value, ""
+
+
+_HISTOGRAM_PARTS = ("_bucket", "_sum", "_count")
+
+
+def _histogram_series(smp: Sample) -> tuple[str, Labels]:
+    return smp.name[:smp.name.rfind("_")], tuple(p for p in smp.labels if p[0] != "le")
+
+
+def only_current(selected: list[Sample], dated: list[tuple[Sample, str]], is_om: bool,
+                 limits: Limits) -> tuple[list[Sample], Dated | None]:
+    """`selected` without the samples whose own timestamp (`dated`: each with the timestamp as written) is
+    further than one scrape interval from the scrape (`limits.current`). Called only when some kept line has a
+    timestamp, which SGLang (prometheus_client) never writes.
+
+    Prometheus (honor_timestamps, its default) stores a sample at its own time: an old one is not the series'
+    value now, and it drops it outright when it is older than its series' last sample or than its head's range
+    (2.42 stored none dated 1 h back). One dated ahead is stored at that future time, where a query at the
+    scrape's time does not see it, and later samples dated before it are out of order: not this scrape's value
+    either. Within one interval either way (clock skew, an exporter's own collection time) a sample is current.
+    A histogram series is read whole or not at all: without some of its buckets it reads as another layout, and
+    without its +Inf one it fails the scrape."""
+    if limits.current is None:
+        return selected, None
+    now, interval = limits.current
+    scale = 1.0 if is_om else 1e-3  # OpenMetrics writes seconds, the text format milliseconds
+    old = ahead = 0
+    oldest = furthest = 0.0
+    out: set[int] = set()  # id() of the samples left out: they are the objects in `selected`
+    series: set[tuple[str, Labels]] = set()
+    old_name = ahead_name = ""
+    for smp, stamp in dated:
+        off = float(stamp) * scale - now
+        if -interval <= off <= interval:
+            continue
+        if off > interval:
+            ahead += 1
+            furthest = max(furthest, off)
+            ahead_name = ahead_name or smp.name
+        else:  # NaN too: no time at all is not this scrape's either
+            old += 1
+            oldest = max(oldest, -off)
+            old_name = old_name or smp.name
+        out.add(id(smp))
+        if smp.name.endswith(_HISTOGRAM_PARTS):
+            series.add(_histogram_series(smp))
+    if not out:
+        return selected, None
+    kept: list[Sample] = []
+    along = 0
+    for smp in selected:
+        if id(smp) in out:
+            continue
+        if series and smp.name.endswith(_HISTOGRAM_PARTS) and _histogram_series(smp) in series:
+            along += 1
+            continue
+        kept.append(smp)
+    return kept, Dated(old, oldest, ahead, furthest, along, old_name, ahead_name, interval)

@@ -45,6 +45,9 @@ class ParserPool:
         self.inline_max = settings.parse_inline_max_bytes
         self.process_min = settings.parse_process_min_bytes
         self.workers = (os.cpu_count() or 1) if settings.parse_workers is None else settings.parse_workers
+        # A sample dated further than one interval from its scrape is not that scrape's value (`only_current`).
+        self.interval = settings.scrape_interval_seconds
+        self.clock = time.time
         self._processes: ProcessPoolExecutor | None = None
         # One thread: parses take turns with each other, the event loop gets the GIL between them.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="parse")
@@ -62,7 +65,11 @@ class ParserPool:
 
     async def parse(self, body: bytes, wanted: frozenset[str] | None, *, content_type: str, count_families: bool,
                     limits: Limits) -> Exposition:
-        """`parse` of one body, wherever it is cheapest; raises what `parse` raises."""
+        """`parse` of one body, wherever it is cheapest; raises what `parse` raises. Samples dated further than one
+        scrape interval from now are left out (`Limits.current`), unless `limits` sets its own bounds."""
+        if limits.current is None:
+            # Now, not the scrape's start: later by the fetch, which its timeout keeps within the interval.
+            limits = limits._replace(current=(self.clock(), self.interval))
         size = len(body)
         if size <= self.inline_max:
             return parse(body, wanted, content_type=content_type, count_families=count_families, limits=limits)
