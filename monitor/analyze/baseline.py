@@ -18,6 +18,9 @@ from monitor.analyze.model import Dataset
 from monitor.analyze.timeparse import iso
 from monitor.analyze.tuning import ANALYSIS_MIN_BASELINE_POINTS, ANALYSIS_MIN_BASELINE_SECONDS
 
+# A baseline taken inside the analysed range (its healthy start): trusted to compare with, but never the reason
+# for a "high confidence" verdict: with no breach to end it, it spans the whole range and nothing in it can move.
+IN_RANGE = "start of the range"
 # The series whose presence says the deployment was scraped and whose value says it had traffic.
 PRESENCE = ("rate.requests_total",)
 
@@ -112,7 +115,7 @@ def choose_baseline(ds: Dataset, t1: float, t2: float, window: float, first_onse
     lost = (f"baseline before --from unusable ({len(idx) * ds.step:g} s of data, want {need:g} s"
             + (f": {'; '.join(notes)}" if notes else "") + ")")
     if len(alt) * ds.step >= need:
-        return Baseline(ds.times[alt[0]] - ds.step, alt_hi, tuple(alt), True, "start of the range",
+        return Baseline(ds.times[alt[0]] - ds.step, alt_hi, tuple(alt), True, IN_RANGE,
                         [lost + f"; compared with the healthy start of the range instead ({iso(ds.times[alt[0]])} → "
                                 f"{iso(alt_hi)})", *alt_notes])
     best = idx if len(idx) >= len(alt) else alt

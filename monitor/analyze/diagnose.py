@@ -155,6 +155,9 @@ class Shift:
         return f"{self.signal.label} {(r - 1) * 100:+.0f} %"
 
 
+FIRST_LINE_WORDS = 25  # the verdict's first line, at most (#32 item 6)
+
+
 @dataclass
 class Verdict:
     mechanism: str
@@ -168,6 +171,23 @@ class Verdict:
     def title(self) -> str:
         return TITLES[self.mechanism]
 
+    @property
+    def first_line(self) -> str:
+        """What on-call reads first, in FIRST_LINE_WORDS words at most (#32 item 6): the mechanism, the
+        confidence, when it began and how much its own signal moved. `headline` follows it with the rest (the
+        demand, the consequences, what contributed, what breached)."""
+        head = f"{_cap(self.title)} ({self.confidence} confidence)"
+        c = self.cause
+        if c is None:  # no incident, nothing found, a steady breach: the title says it; what breached follows
+            breached = self.headline.rsplit("; ", 1)[-1].rstrip(".") if self.headline.endswith("breached.") else ""
+            line = f"{head}: {breached}." if breached and len(breached.split()) <= 8 else f"{head}."
+            return line
+        for what in (c.describe(), c.percent() if c.signal.side != EVENT else c.signal.label):
+            line = f"{head}{_when(c.changed_at)}: {what}."
+            if len(line.split()) <= FIRST_LINE_WORDS:
+                return line
+        return f"{head}{_when(c.changed_at)}."
+
     def to_dict(self) -> dict[str, object]:
         def sh(s: Shift) -> dict[str, object]:
             return {"key": s.signal.key, "label": s.signal.label, "side": s.signal.side, "unit": s.signal.unit,
@@ -175,7 +195,7 @@ class Verdict:
                     "moved": s.moved, "events": s.events}
 
         return {"mechanism": self.mechanism, "title": self.title, "confidence": self.confidence,
-                "headline": self.headline, "cause": sh(self.cause) if self.cause else None,
+                "first_line": self.first_line, "headline": self.headline, "cause": sh(self.cause) if self.cause else None,
                 "candidates": [{"mechanism": m, "signal": s.signal.key, "changed_at": s.changed_at}
                                for m, s in self.candidates],
                 "signals": {k: sh(s) for k, s in self.shifts.items()}}
@@ -447,8 +467,9 @@ def _consequences(sh: dict[str, Shift], cause: Shift | None) -> list[Shift]:
 
 
 def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], focus: range,
-            breached: list[str], baseline_ok: bool, window: float) -> Verdict:
-    """The mechanism behind the incident in `focus` (indices into ds.times), against `base_idx`."""
+            breached: list[str], baseline_ok: bool, window: float, *, independent: bool = True) -> Verdict:
+    """The mechanism behind the incident in `focus` (indices into ds.times), against `base_idx`. A baseline
+    that is not `independent` of the range (taken from inside it) caps the confidence at medium (#32 item 6)."""
     signals = derive(ds, tracks)
     half = half_width(ds.step, window)
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
@@ -474,7 +495,7 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         # "No incident" is said with high confidence only when nothing left its noise band either: no faint
         # demand or capacity move, and no consequence that moved without a cause (more requests running or
         # more KV held is something happening, even when no SLI suffered yet).
-        conf = "low" if breached or faint or moved or dropped else ("high" if baseline_ok else "medium")
+        conf = "low" if breached or faint or moved or dropped else ("high" if baseline_ok and independent else "medium")
         tail = (f"; only consequences moved ({_join([s.signal.label for s in moved])}): look outside the "
                 "engine (clients, network) or widen the range" if moved and breached else
                 f"; {_join([s.describe() for s in moved + dropped])} with no cause found" if moved or dropped
@@ -494,7 +515,7 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     early = [s for s in conseq if s.changed_at is not None and cause.changed_at is not None
              and s.changed_at < cause.changed_at - tie]
     strong = cause.signal.side == EVENT or _strength(cause) >= 2.0
-    conf = "high" if strong and not early and baseline_ok else ("low" if early and not strong else "medium")
+    conf = "high" if strong and not early and baseline_ok and independent else ("low" if early and not strong else "medium")
     demand = _demand_clause(sh, mech == OVERLOAD)
     if mech == OVERLOAD:
         head = f"{_cap(TITLES[mech])} ({conf} confidence): {demand} -> overload"

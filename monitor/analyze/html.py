@@ -39,7 +39,8 @@ def _img(data: bytes, alt: str) -> str:
 def render(rep: Report, plots: dict[str, bytes]) -> str:
     v = rep.verdict
     parts = [f"<h1>SLO incident analysis: {escape(rep.deployment)}</h1>",
-             f'<p class="verdict {escape(v.confidence)}">{escape(v.headline)}</p>',
+             f'<p class="verdict {escape(v.confidence)}">{escape(v.first_line)}</p>',
+             f'<p class="details">{escape(v.headline)}</p>',
              '<h2>Evidence</h2><ul class="evidence">'
              + "".join(f"<li>{escape(line)}</li>" for line in fmt.evidence(rep)) + "</ul>",
              f'<p class="meta">Range {escape(iso(rep.t1))} → {escape(iso(rep.t2))} ({rep.t2 - rep.t1:.0f} s), '

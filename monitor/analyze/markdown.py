@@ -19,7 +19,8 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 def render(rep: Report, plots: dict[str, bytes] | None = None, plot_dir: str = "plots") -> str:
     plots = plots or {}
     out = [f"# SLO incident analysis: {rep.deployment}\n",
-           f"**Verdict: {rep.verdict.headline}**\n",
+           f"**Verdict: {rep.verdict.first_line}**\n",
+           f"{rep.verdict.headline}\n",
            "## Evidence\n"] + [f"- {line}" for line in fmt.evidence(rep)] + [
            "",
            f"- range: {iso(rep.t1)} → {iso(rep.t2)} ({rep.t2 - rep.t1:.0f} s); baseline {iso(rep.baseline.start)} → "

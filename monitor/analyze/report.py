@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.analyze.baseline import Baseline, choose_baseline
+from monitor.analyze.baseline import IN_RANGE, Baseline, choose_baseline
 from monitor.analyze.correlate import Candidate, rank
 from monitor.analyze.diagnose import Verdict, verdict
 from monitor.analyze.model import Dataset
@@ -147,5 +147,5 @@ def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | 
     # The verdict reads the whole range: a cause can precede a breach by more than a window (a server down
     # before the stragglers it left breach), and a failure can hurt no latency SLI at all.
     v = verdict(ds, tracks, base_idx, range(_idx(ds.times, base.end, t2).start, inc_idx.stop), breached,
-                base.trusted, window)
+                base.trusted, window, independent=base.source != IN_RANGE)
     return Report(ds.deployment, ds.source, t1, t2, base.start, window, ds.step, out, ds, base, v, notes)

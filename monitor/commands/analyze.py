@@ -94,7 +94,8 @@ def _handler(args: argparse.Namespace) -> int:
     paths = write_report(rep, args.output)
     if replaced is not None:
         print(f"{args.output}: replaced the report of {replaced} (-o DIR keeps each report apart)", file=sys.stderr)
-    print(rep.verdict.headline)  # what on-call reads first
+    print(rep.verdict.first_line)  # what on-call reads first: mechanism, confidence, when, how much
+    print(rep.verdict.headline)  # then the whole reading: demand, consequences, what contributed, what breached
     primary = rep.primary
     if primary is not None:
         from monitor.analyze.fmt import summary

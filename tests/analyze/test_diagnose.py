@@ -346,3 +346,25 @@ def test_prompt_length_counts_abandoned_requests_as_sglang_counts_their_prompts(
     v = analyze(ds, 600, 1190, 60).verdict
     assert v.shifts["prompt_len"].incident == pytest.approx(1000, rel=0.05), v.headline
     assert not v.shifts["prompt_len"].moved and v.mechanism != OVERLOAD, v.headline
+
+
+def test_a_baseline_taken_inside_the_range_is_never_a_reason_for_high_confidence():
+    """#32 item 6: data that starts inside the default baseline leaves the range's own start as the baseline;
+    with nothing breached it spans the whole range, so nothing can move: "no incident" at medium, never high."""
+    from monitor.analyze.baseline import IN_RANGE
+
+    ds = _engine(None, None)
+    start = ds.times[0]
+    rep = analyze(ds, start + 20, ds.times[-1], 60)  # the baseline before --from would be almost all before the data
+    assert rep.baseline.source == IN_RANGE, rep.baseline
+    assert rep.verdict.mechanism == HEALTHY and rep.verdict.confidence == "medium", rep.verdict.first_line
+
+
+@pytest.mark.parametrize(("slow_at", "busy_at"), [(None, None), (80, None), (None, 80)])
+def test_the_first_line_is_at_most_25_words_and_says_mechanism_confidence_when_and_how_much(slow_at, busy_at):
+    v = analyze(_engine(slow_at, busy_at), 600, 1190, 60).verdict
+    words = v.first_line.split()
+    assert len(words) <= 25 and v.first_line.startswith(v.title[:1].upper() + v.title[1:]), v.first_line
+    assert f"({v.confidence} confidence)" in v.first_line
+    if v.cause is not None:
+        assert " at " in v.first_line and ("%" in v.first_line or "x" in v.first_line), v.first_line

@@ -38,7 +38,7 @@ def test_the_first_line_names_the_injected_mechanism_and_no_consequence_as_the_c
     assert confusion.consequence_as_cause(rep) is None, v.headline
     assert v.cause is None or v.cause.signal.side != CONSEQUENCE
     first = render(rep).splitlines()[2]
-    assert first == f"**Verdict: {v.headline}**"
+    assert first == f"**Verdict: {v.first_line}**" and len(v.first_line.split()) <= 25, v.first_line
     if v.cause is not None:  # it names when, and it is not before the injection (give or take the smoothing)
         assert v.cause.changed_at is not None and v.cause.changed_at >= EPOCH + INCIDENT_AT - 20, v.headline
         assert " -> " in v.headline and v.confidence in ("high", "medium")

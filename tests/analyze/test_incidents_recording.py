@@ -72,7 +72,8 @@ def test_queue_buildup_is_named_overload_and_the_queue_only_a_consequence(queue_
     assert cmp.incident.p99 > cmp.baseline.p99 and cmp.recipe_mean == 0.055 and cmp.recipe_ratio > 1
     paths = write_report(rep, tmp_path / "report")
     md = paths["markdown"].read_text()
-    assert md.splitlines()[2] == f"**Verdict: {rep.verdict.headline}**"
+    assert md.splitlines()[2] == f"**Verdict: {rep.verdict.first_line}**"
+    assert md.splitlines()[4] == rep.verdict.headline
     assert "Likely cause" not in md and "| 1 | queued requests |" in md
     data = json.loads(paths["json"].read_text())
     assert data["verdict"]["mechanism"] == "overload" and data["slis"]["tpot"]["first_mover"] == tpot.ranking[0].key
