@@ -81,7 +81,7 @@ def _with_sidecar(cfg: Config, listen: str, interval: float, recording: str) -> 
     return cfg.model_copy(update={"sidecar": side})
 
 
-def _with_routers(cfg: Config, routers: dict[str, Any], gateway: str) -> Config:
+def with_routers(cfg: Config, routers: dict[str, Any], gateway: str) -> Config:
     """Router targets exactly for the deployments that have a running router (its Prometheus port), each
     saying which gateway it is (the sidecar reads that version's counters)."""
     deps = []
@@ -110,7 +110,7 @@ def plan_load(emulator: Any, cfg: Config, budget: float) -> dict[str, Any]:
     return {name: shape.scaled(scale) for name, shape in shapes.items()}
 
 
-async def _start_routers(emulator: Any, cfg: Config, tmp: Path, gateway: str) -> tuple[dict[str, Any], list[str]]:
+async def start_routers(emulator: Any, cfg: Config, tmp: Path, gateway: str) -> tuple[dict[str, Any], list[str]]:
     """A real gateway per deployment; returns those that run and the banner lines (failures said plainly)."""
     from monitor.emulate.router import GatewayNotFound, find_gateway, launch_router
 
@@ -183,8 +183,8 @@ async def run_demo(args: argparse.Namespace) -> int:
         cfg = emulator.localized_config()
         gateway_lines: list[str] = []
         if not args.no_router:
-            routers, gateway_lines = await _start_routers(emulator, cfg, tmp, args.gateway)
-        cfg = _with_routers(cfg, routers, args.gateway)
+            routers, gateway_lines = await start_routers(emulator, cfg, tmp, args.gateway)
+        cfg = with_routers(cfg, routers, args.gateway)
         cfg = _with_sidecar(cfg, args.listen, args.interval, args.recording or str(tmp / "recording.sqlite"))
         shapes = {} if args.synthetic else plan_load(emulator, cfg, args.max_tokens_per_second)
         recipe = {} if args.synthetic else plan_load(emulator, cfg, float("inf"))

@@ -122,7 +122,7 @@ def test_demo_puts_the_real_smg_1_13_in_front_of_every_deployment_by_default(cap
 def test_the_demos_router_targets_say_which_gateway_runs_there():
     from types import SimpleNamespace
 
-    from monitor.commands.demo import _with_routers
+    from monitor.commands.demo import with_routers
     from monitor.config import parse_config
 
     router = {"role": "router", "url": "http://127.0.0.1:2/metrics"}
@@ -130,7 +130,7 @@ def test_the_demos_router_targets_say_which_gateway_runs_there():
         {"name": "a", "targets": [{"role": "server", "url": "http://127.0.0.1:1/metrics"}, router]},
         {"name": "b", "targets": [router]}]})
     running = {"b": SimpleNamespace(metrics_url="http://127.0.0.1:3/metrics")}
-    out = _with_routers(cfg, running, "sglang-router-0.3.2")
+    out = with_routers(cfg, running, "sglang-router-0.3.2")
     assert [t.role for t in out.deployments[0].targets] == ["server"]
     assert [(t.role, t.gateway) for t in out.deployments[1].targets] == [("router", "sglang-router-0.3.2")]
     assert out.deployments[1].gateway == "sglang-router-0.3.2"

@@ -23,7 +23,8 @@ def test_cli_serves_the_planned_ports_and_writes_the_localized_config(config, tm
     out = tmp_path / "local.yaml"
     proc = subprocess.Popen(
         [sys.executable, "-m", "monitor", "emulate", "-c", str(cfg_path), "--base-port", str(base),
-         "--speed", "50", "--incident", "mixed:tpot_regression:2@+60", "--write-config", str(out)],
+         "--speed", "50", "--incident", "mixed:tpot_regression:2@+60", "--write-config", str(out),
+         "--gateway", "none"],  # gateways: test_cli_gateways.py
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         ready = json.loads(proc.stdout.readline())
@@ -47,14 +48,15 @@ def test_with_base_port_0_the_written_config_points_at_the_ports_bound(config, t
     out = tmp_path / "local.yaml"
     proc = subprocess.Popen(
         [sys.executable, "-m", "monitor", "emulate", "-c", str(cfg_path), "--base-port", "0", "--speed", "50",
-         "--write-config", str(out)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+         "--write-config", str(out), "--gateway", "none"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         ready = json.loads(proc.stdout.readline())  # printed once the config is written
         bound = {int(s.rsplit(" ", 1)[1]) for servers in ready["deployments"].values() for s in servers}
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         local = load_config(out)
-        # Every server and npu-exporter target answers (the router's is a port kept for a real router to take).
-        urls = [t.url for d in local.deployments for t in d.targets if t.url and t.role != "router"]
+        # Every target answers: servers and npu-exporters (--gateway none leaves the router target out, a
+        # gateway's ports are test_cli_gateways.py's).
+        urls = [t.url for d in local.deployments for t in d.targets if t.url]
         ports = {int(u.split(":")[2].split("/")[0]) for u in urls}
         assert len(urls) == len(bound) + len(local.deployments) and bound <= ports, urls  # + an npu-exporter each
         for url in urls:
