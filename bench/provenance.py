@@ -21,9 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 HOT_PATH = ("monitor/parse", "monitor/scrape", "monitor/slo")
 # The code each benchmark measures: a change to any of it makes its section stale.
 MEASURES: dict[str, tuple[str, ...]] = {
-    "parse": (*HOT_PATH, "monitor/sidecar.py", "monitor/observations.py", "monitor/feeds.py"),
-    "fleet": (*HOT_PATH, "monitor/sidecar.py", "monitor/observations.py", "monitor/feeds.py", "monitor/export"),
-    "big": (*HOT_PATH, "monitor/sidecar.py"),
+    # monitor/fetch.py: the live scrapes' HTTP reads (benchmarks 1, 2 and 2b scrape over loopback).
+    "parse": (*HOT_PATH, "monitor/sidecar.py", "monitor/observations.py", "monitor/feeds.py", "monitor/fetch.py"),
+    "fleet": (*HOT_PATH, "monitor/sidecar.py", "monitor/observations.py", "monitor/feeds.py", "monitor/export",
+              "monitor/fetch.py"),
+    "big": (*HOT_PATH, "monitor/sidecar.py", "monitor/fetch.py"),
     "detection": (*HOT_PATH, "monitor/emulate"),
     "leading": (*HOT_PATH, "monitor/emulate"),
     "emulator": ("monitor/emulate",),

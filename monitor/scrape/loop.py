@@ -170,7 +170,7 @@ class Scraper:
             return ScrapeResult(dep.name, target, ts, res.duration_seconds, res.bytes,
                                 error=explain_http_error(target, res.error or "failed"))
         wanted = ROUTER_WANTED if target.source == "router" else self.wanted.get((dep.name, target.id))
-        if wanted is None:  # a target of a config this scraper was not built for: read all a reader may want
+        if wanted is None:  # a target this scraper's read sets do not know (built in code): its own set, now
             wanted = target_wanted(dep, target)
         try:
             expo = await self.parser.parse(res.body or b"", wanted, content_type=res.content_type,

@@ -191,7 +191,8 @@ class DeploymentEngine:
                 resets += 1
             elif acc.decreased:
                 held.append(((acc,), before, decrease_note(series.family, series.labels, acc.decreased)))
-            self._unborn.discard(key)
+            if self._unborn:  # only after a restore that changed the read (rare): no set lookup per series otherwise
+                self._unborn.discard(key)
             self._hist_keys[sli].add(key)
         for sli, family, labels, total, count in means:
             keys = (tid, family + "_sum", labels), (tid, family + "_count", labels)
