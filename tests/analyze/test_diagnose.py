@@ -368,3 +368,17 @@ def test_the_first_line_is_at_most_25_words_and_says_mechanism_confidence_when_a
     assert f"({v.confidence} confidence)" in v.first_line
     if v.cause is not None:
         assert " at " in v.first_line and ("%" in v.first_line or "x" in v.first_line), v.first_line
+
+
+@pytest.mark.parametrize(("retracted", "want_kv"), [(1, False), (30, True)])
+def test_a_retraction_under_a_surge_is_no_lost_kv_capacity_but_many_are(retracted, want_kv):
+    """#32 item 2: SGLang retracts in healthy long decodes too. A baseline that saw none bounds their rate by the
+    rule of three over its span, not by 0: arrivals x2 with one retraction reads overload (before: "KV cache
+    capacity lost", high confidence); thirty retractions in the incident still read lost KV capacity."""
+    rate = [0.0] * N
+    for i in range(82, 82 + retracted):
+        rate[i % N] = 1.0 / STEP  # one retraction in each of these steps (a rate per second)
+    v = analyze(_engine(None, 80, rate__retracted_total=rate), 600, 1190, 60).verdict
+    assert (v.mechanism == KV_CAPACITY) == want_kv, v.first_line
+    if not want_kv:
+        assert v.mechanism == OVERLOAD, v.first_line

@@ -4,6 +4,7 @@ and the committed section of docs/analysis.md, parsed. The full grid is never ru
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
@@ -46,10 +47,44 @@ def test_every_kind_has_three_magnitudes_and_the_rates_go_from_light_to_busy():
     assert len(set(names)) == len(names) and all(re.fullmatch(r"[a-z0-9][a-z0-9._-]*", n) for n in names)
 
 
+# A fixed random sample of the grid's other cells (#32 item 7), rerun beside SLICE at one rate; the seed is fixed so
+# that the sample is the same on every run, and unrelated to the lab's own seeds.
+SAMPLE_RATE = random.Random(3207).choice(grid.LOADS)
+SAMPLE = tuple(c.scenario for c in random.Random(3207).sample(
+    [c for c in grid.CELLS if c.magnitude == "medium" and c.scenario not in SLICE], 3))
+
+
 @pytest.fixture(scope="module")
 def slice_():
     cells = grid.select(SLICE, ["medium"])
     return cells, grid.run_grid((0, 1), jobs=2, loads=("light",), cells=cells)
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return grid.run_grid((0, 1), jobs=2, loads=(SAMPLE_RATE,), cells=grid.select(SAMPLE, ["medium"]))
+
+
+def _verdict(r: grid.Result) -> tuple:
+    return r.mechanism, tuple(r.named), r.confidence, r.right
+
+
+def test_rerun_runs_give_the_committed_verdicts(slice_, sample):
+    """The committed results are the current analyzer's: the slice and the fixed sample, rerun, give each run's
+    verdict (mechanism, every mechanism named, confidence) exactly as committed (the lab is deterministic per
+    seed). An analyzer change that moves a verdict fails here until `make confusion-grid` is run again."""
+    committed_by = {(r.scenario, r.magnitude, r.load, r.seed): r for r in grid.load(grid.RESULTS).results}
+    rerun = [*slice_[1].results, *sample.results]
+    assert len(rerun) == 2 * (len(SLICE) + len(SAMPLE))
+    differ = [(key, _verdict(r), _verdict(committed_by[key])) for r in rerun
+              for key in [(r.scenario, r.magnitude, r.load, r.seed)] if _verdict(r) != _verdict(committed_by[key])]
+    assert not differ, differ
+
+
+def test_the_doc_section_is_rendered_from_the_committed_results():
+    """Every figure of the section, goal lines included, is recomputed from the saved results, not read from the
+    doc: a doc edited by hand, or results saved without the doc, fail here."""
+    assert grid.section(grid.load(grid.RESULTS)) == committed()
 
 
 def test_a_slice_runs_every_cell_at_every_seed_and_keeps_the_halves_apart(slice_):

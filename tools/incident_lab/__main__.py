@@ -40,6 +40,9 @@ def main_grid(args: argparse.Namespace) -> int:
     if args.save:
         grid.save(g, args.save)
         grid.log(f"results saved to {args.save}")
+    if not (partial or args.no_write or args.load):  # the doc's section and the results it is rendered from
+        grid.save(g, grid.RESULTS)
+        grid.log(f"results saved to {grid.RESULTS}")
     text = grid.section(g, cut=args.cut)
     print(text)
     right = sum(r.right for r in g.results)

@@ -14,6 +14,7 @@ grid is about the analysis, not the source). A deployment's random stream is the
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -330,14 +331,25 @@ class Grid:
     cells: tuple[Cell, ...] = CELLS
 
 
+# The results the committed section of docs/analysis.md was rendered from (issue #32 item 7): the test renders the
+# section from them again and reruns a sample of their runs, so neither the doc nor the results can drift.
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "analysis-grid.json.gz"
+
+
 def save(grid: Grid, path: Path) -> None:
-    """The grid's results as JSON (`load` renders the section again without running it)."""
+    """The grid's results as JSON, gzipped when `path` ends in .gz (`load` renders the section again without
+    running it). Written whole or not at all."""
     data = {k: v for k, v in asdict(grid).items() if k != "cells"}
-    path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
+    raw = (json.dumps(data, indent=None, separators=(",", ":")) + "\n").encode("utf-8")
+    tmp = path.with_name(path.name + ".tmp")
+    # mtime 0: the same results give the same bytes, so a rerun that changed nothing changes no file.
+    tmp.write_bytes(gzip.compress(raw, mtime=0) if path.suffix == ".gz" else raw)
+    tmp.replace(path)
 
 
 def load(path: Path) -> Grid:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    raw = path.read_bytes()
+    data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
     tuples = ("expect", "named", "moved")
     results = [Result(**{k: tuple(v) if k in tuples else v for k, v in r.items() if k != "signature"},
                       signature={k: (b, i) for k, (b, i) in r["signature"].items()}) for r in data.pop("results")]
@@ -565,6 +577,14 @@ def _common(results: Sequence[Result], n: int = 8) -> str:
     return "; ".join(f"{s} → {named} ({k})" for (s, named), k in c.most_common(n))
 
 
+def _scales() -> str:
+    """The overheating and HBM-full magnitudes the cells inject, from CELLS (a hand-written copy went stale)."""
+    heat = [HEAT_PER_SLOWDOWN * (c.injects[0].factor - 1) for c in CELLS if c.scenario == "npu-overheat"]
+    left = [c.injects[0].factor for c in CELLS if c.scenario == "hbm-full"]
+    return (f"{' / '.join(f'+{h:.0f}' for h in heat)} °C and {' / '.join(f'{x:.0%}'[:-1] for x in left)} % of KV "
+            "slots left")
+
+
 def section(grid: Grid, *, cut: str = "") -> str:
     """The generated part of docs/analysis.md: goals with measured values first, then the table, the
     calibration, the signatures and every wrong verdict."""
@@ -619,7 +639,7 @@ def section(grid: Grid, *, cut: str = "") -> str:
         *calibration(rs),
         "",
         "What the emulator's overheating and HBM-full signatures did per magnitude (means over all runs; the "
-        "issue's scales are +8 / +20 / +35 °C and 90 / 60 / 30 % of KV slots left). " + pinned(rs),
+        f"cells inject {_scales()}). " + pinned(rs),
         "",
         *signatures(rs),
         "",
