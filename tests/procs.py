@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def answers(url: str) -> bool:
@@ -43,3 +47,20 @@ def running(argv: list[str], log: Path, *, ready_url: str | None = None, timeout
             yield proc
         finally:
             stop(proc)
+
+
+def wait_for(predicate: Callable[[], T], what: str, log: Path, timeout: float = 20.0, every: float = 0.1) -> T:
+    """The first truthy value of `predicate()`, polled every `every` s; after `timeout`, an AssertionError
+    with what was awaited and the end of the process's `log`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
+
+
+def get_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read())

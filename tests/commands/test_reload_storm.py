@@ -4,7 +4,6 @@ restored after a restart from the rebuild on, not stitched from its two lives.""
 
 from __future__ import annotations
 
-import json
 import signal
 import sqlite3
 import sys
@@ -12,11 +11,10 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from pathlib import Path
 
 from tests.conftest import free_port
 from tests.exposition_server import counting_server
-from tests.procs import running
+from tests.procs import get_json, running, wait_for
 
 DEPLOYMENTS = 8
 INTERVAL = 1.0
@@ -31,28 +29,15 @@ def _post(url: str) -> int:
         return err.code
 
 
-def _status(base: str) -> dict:
-    with urllib.request.urlopen(base + "/api/v1/status", timeout=5) as resp:
-        return json.loads(resp.read())
-
 
 def _events(base: str) -> dict[str, float | None]:
-    return {d["name"]: d["slis"][0]["windows"][0]["events"] for d in _status(base)["deployments"]}
+    return {d["name"]: d["slis"][0]["windows"][0]["events"] for d in get_json(base + "/api/v1/status")["deployments"]}
 
 
 def _covered(base: str) -> dict[str, float]:
     """Each deployment's seconds covered by its 5m window."""
-    return {d["name"]: d["slis"][0]["windows"][0]["covered_seconds"] for d in _status(base)["deployments"]}
+    return {d["name"]: d["slis"][0]["windows"][0]["covered_seconds"] for d in get_json(base + "/api/v1/status")["deployments"]}
 
-
-def _wait(predicate, what: str, log: Path, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
 
 
 def test_reloads_every_quarter_interval_keep_every_unchanged_deployment_scraped_and_the_recording_ticking(tmp_path):
@@ -72,7 +57,7 @@ def test_reloads_every_quarter_interval_keep_every_unchanged_deployment_scraped_
                 f"  - {{name: d{i}, tpot_target_seconds: 0.04, targets: [{{role: server, url: '{server}/d{i}/metrics'}}]}}\n"
                 for i in range(DEPLOYMENTS)))
         with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz") as proc:
-            _wait(lambda: all(state["scrapes"][f"/d{i}/metrics"] for i in range(DEPLOYMENTS)), "first scrapes", log)
+            wait_for(lambda: all(state["scrapes"][f"/d{i}/metrics"] for i in range(DEPLOYMENTS)), "first scrapes", log)
             with state["lock"]:
                 before = Counter(state["scrapes"])
             rows_before = sqlite3.connect(rec).execute("SELECT COUNT(*) FROM snapshots").fetchone()[0]
@@ -114,7 +99,7 @@ def test_a_reload_that_changes_only_some_deployments_leaves_the_others_on_their_
     with counting_server(state, TARGET_DELAY) as server:
         cfg.write_text(config(0.04))
         with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz") as proc:
-            _wait(lambda: all(state["scrapes"][f"/d{i}/metrics"] for i in range(DEPLOYMENTS)), "first scrapes", log)
+            wait_for(lambda: all(state["scrapes"][f"/d{i}/metrics"] for i in range(DEPLOYMENTS)), "first scrapes", log)
             with state["lock"]:
                 before = Counter(state["scrapes"])
             began = time.monotonic()
@@ -152,22 +137,22 @@ def test_a_deployment_rebuilt_by_a_reload_is_restored_from_the_rebuild_on_after_
     with counting_server(state) as server:
         cfg.write_text(config(0.04))
         with running(argv, log, ready_url=base + "/healthz") as proc:
-            _wait(lambda: None not in _events(base).values(), "first scrapes", log)
+            wait_for(lambda: None not in _events(base).values(), "first scrapes", log)
             state["good"] = 100
-            _wait(lambda: _events(base) == {"a": 100, "b": 100}, "100 requests in both windows", log)
+            wait_for(lambda: _events(base) == {"a": 100, "b": 100}, "100 requests in both windows", log)
             time.sleep(3.0)  # b's first life: 3 s longer than its second
             cfg.write_text(config(0.05))
             proc.send_signal(signal.SIGHUP)
-            _wait(lambda: "rebuilt b" in log.read_text(), "the reload", log)
-            _wait(lambda: _events(base).get("b") == 0, "b's windows to start again", log)
+            wait_for(lambda: "rebuilt b" in log.read_text(), "the reload", log)
+            wait_for(lambda: _events(base).get("b") == 0, "b's windows to start again", log)
             state["good"] = 150
-            _wait(lambda: _events(base) == {"a": 150, "b": 50}, "50 more requests", log)
+            wait_for(lambda: _events(base) == {"a": 150, "b": 50}, "50 more requests", log)
             time.sleep(1.0)  # a few recording ticks
             before, covered_before = _events(base), _covered(base)
         with running(argv, log.with_suffix(".2.log"), ready_url=base + "/healthz"):
             restart_log = log.with_suffix(".2.log")
-            _wait(lambda: "restored" in restart_log.read_text(), "the restore", restart_log)
-            _wait(lambda: None not in _events(base).values(), "scrapes after the restart", restart_log)
+            wait_for(lambda: "restored" in restart_log.read_text(), "the restore", restart_log)
+            wait_for(lambda: None not in _events(base).values(), "scrapes after the restart", restart_log)
             time.sleep(0.7)
             after, covered_after = _events(base), _covered(base)
     assert before == after == {"a": 150, "b": 50}, (before, after)

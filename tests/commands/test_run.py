@@ -50,15 +50,15 @@ def test_run_logs_a_target_off_the_bucket_edges_at_start_with_the_flag_to_relaun
 # --- signals and reload, on the real `slo-monitor run` process -----------------------------------------
 
 import contextlib  # noqa: E402
-import http.server  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
 import sqlite3  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 
+from tests.exposition_server import serving  # noqa: E402
+from tests.procs import wait_for  # noqa: E402
 from tests.slo.helpers import exposition  # noqa: E402
 
 TOKEN = "reload-t0ken"
@@ -67,27 +67,8 @@ TOKEN = "reload-t0ken"
 @contextlib.contextmanager
 def _metrics_server(state: dict):
     """A static SGLang exposition on 127.0.0.1: `state["good"]` requests with a TPOT under 40 ms."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            body = exposition(tpot=[0.03] * state["good"]).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(lambda path: exposition(tpot=[0.03] * state["good"])) as url:
+        yield url + "/metrics"
 
 
 def _yaml(listen_port: int, url: str, *, b_target: float = 0.04, extra: str = "", recording: str = "",
@@ -116,15 +97,6 @@ def _events(base: str, token: str | None = None) -> dict[str, float | None]:
     return {d["name"]: d["slis"][0]["windows"][0]["events"] for d in status["deployments"]}
 
 
-def _wait(predicate, what: str, log: Path, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()}")
-
 
 def _metric(base: str, name: str) -> float | None:
     for line in _get(base + "/metrics")[1].splitlines():
@@ -142,15 +114,15 @@ def test_sighup_reloads_the_config_keeping_the_windows_of_unchanged_deployments(
         cfg.write_text(_yaml(port, url))
         argv = [sys.executable, "-m", "monitor", "run", "-c", str(cfg)]
         with running(argv, log, ready_url=base + "/healthz") as proc:
-            _wait(lambda: all(v is not None for v in _events(base).values()), "first scrapes", log)
+            wait_for(lambda: all(v is not None for v in _events(base).values()), "first scrapes", log)
             state["good"] = 100
-            _wait(lambda: _events(base) == {"a": 100, "b": 100}, "100 requests in both windows", log)
+            wait_for(lambda: _events(base) == {"a": 100, "b": 100}, "100 requests in both windows", log)
             # b's target changes, c is added: a keeps its window, b and c start from empty.
             cfg.write_text(_yaml(port, url, b_target=0.05, extra=(
                 f"  - {{name: c, tpot_target_seconds: 0.04, targets: [{{role: server, url: '{url}'}}]}}\n")))
             proc.send_signal(signal.SIGHUP)
-            _wait(lambda: "config reloaded" in log.read_text(), "the reload", log)
-            _wait(lambda: set(_events(base)) == {"a", "b", "c"} and None not in _events(base).values(),
+            wait_for(lambda: "config reloaded" in log.read_text(), "the reload", log)
+            wait_for(lambda: set(_events(base)) == {"a", "b", "c"} and None not in _events(base).values(),
                   "scrapes under the new config", log)
             time.sleep(0.7)  # a few more scrapes
             assert proc.poll() is None, log.read_text()
@@ -162,7 +134,7 @@ def test_sighup_reloads_the_config_keeping_the_windows_of_unchanged_deployments(
             # A broken file: the reload is refused with the reason, the running config stays.
             cfg.write_text(_yaml(port, url).replace("tpot_target_seconds: 0.04", "tpot_target_secs: 0.04", 1))
             proc.send_signal(signal.SIGHUP)
-            _wait(lambda: "config reload failed" in log.read_text(), "the refused reload", log)
+            wait_for(lambda: "config reload failed" in log.read_text(), "the refused reload", log)
             assert proc.poll() is None
             line = next(x for x in log.read_text().splitlines() if "config reload failed" in x)
             assert "ERROR" in line and "tpot_target_secs" in line and "previous config" in line
@@ -221,9 +193,9 @@ def test_sigterm_is_logged_and_the_recording_gets_the_last_seconds(tmp_path):
         cfg.write_text(_yaml(port, url, recording=recording))
         with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log,
                      ready_url=base + "/healthz") as proc:
-            _wait(lambda: all(v is not None for v in _events(base).values()), "first scrapes", log)
+            wait_for(lambda: all(v is not None for v in _events(base).values()), "first scrapes", log)
             state["good"] = 100
-            _wait(lambda: _events(base) == {"a": 100, "b": 100}, "100 requests in both windows", log)
+            wait_for(lambda: _events(base) == {"a": 100, "b": 100}, "100 requests in both windows", log)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(15) == 0, log.read_text()
     db = sqlite3.connect(f"file:{rec}?mode=ro", uri=True)

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import re
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from tests.conftest import free_port
-from tests.procs import running
+from tests.exposition_server import serving
+from tests.procs import running, wait_for
 from tests.slo.helpers import exposition
 
 
@@ -26,12 +24,6 @@ def _get(url: str) -> tuple[int, str]:
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
 
-
-def _wait(predicate: Callable[[], bool], what: str, log: Path, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()}"
-        time.sleep(0.1)
 
 
 # '²' passed str.isdigit() and then broke int(): a 500 and a 24-line traceback per request. The others are
@@ -63,33 +55,17 @@ def _count_off_inf_server(state: dict) -> Iterator[str]:
     """An SGLang exposition whose TPOT _count is `state["off"]` more than its +Inf bucket; both grow by one a
     scrape, as a live server's do, so the warning's counts differ every scrape."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            with state["lock"]:
-                state["scrapes"] += 1
-                n, off = state["scrapes"], state["off"]
-            text = exposition(tpot=[0.03] * n)
-            text = re.sub(r"(request_time_per_output_token_seconds_count\{[^}]*\}) \S+",
-                          lambda m: f"{m.group(1)} {float(n + off)}", text)
-            body = text.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
+    def body_of(path: str) -> str:
+        with state["lock"]:
+            state["scrapes"] += 1
+            n, off = state["scrapes"], state["off"]
+        text = exposition(tpot=[0.03] * n)
+        return re.sub(r"(request_time_per_output_token_seconds_count\{[^}]*\}) \S+",
+                      lambda m: f"{m.group(1)} {float(n + off)}", text)
 
     state.update(lock=threading.Lock(), scrapes=0)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(body_of) as url:
+        yield url + "/metrics"
 
 
 def test_a_count_off_the_inf_bucket_is_warned_once_while_it_lasts_not_every_scrape(tmp_path):
@@ -110,15 +86,15 @@ def test_a_count_off_the_inf_bucket_is_warned_once_while_it_lasts_not_every_scra
         cfg.write_text(f"sidecar: {{listen_port: {port}, scrape_interval_seconds: 0.2, scrape_timeout_seconds: 0.15}}\n"
                        f"deployments: [{{name: a, tpot_target_seconds: 0.04, targets: [{{role: server, url: '{url}'}}]}}]\n")
         with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz"):
-            _wait(lambda: bool(said()), "the first warning", log)
-            _wait(scrapes_after(8), "8 more scrapes, the counts growing", log)
+            wait_for(lambda: bool(said()), "the first warning", log)
+            wait_for(scrapes_after(8), "8 more scrapes, the counts growing", log)
             assert len(said()) == 1, log.read_text()
             assert "WARNING" in said()[0] and re.search(r"_count (\d+) disagrees with the \+Inf bucket (\d+)", said()[0])
             # It stops disagreeing (said once, at INFO), then starts again: a new state, said again.
             state["off"] = 0
-            _wait(lambda: "exposition consistent again" in log.read_text(), "the all-clear", log)
+            wait_for(lambda: "exposition consistent again" in log.read_text(), "the all-clear", log)
             state["off"] = 2
-            _wait(lambda: len(said()) == 2, "the second warning", log)
-            _wait(scrapes_after(8), "8 more scrapes", log)
+            wait_for(lambda: len(said()) == 2, "the second warning", log)
+            wait_for(scrapes_after(8), "8 more scrapes", log)
     assert len(said()) == 2, log.read_text()
     assert log.read_text().count("exposition consistent again") == 1

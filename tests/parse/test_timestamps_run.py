@@ -6,17 +6,14 @@ left out (the TPOT windows count nothing), the TTFT ones count, and the target's
 from __future__ import annotations
 
 import contextlib
-import http.server
-import json
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 from tests.conftest import free_port
-from tests.procs import running
+from tests.exposition_server import serving
+from tests.procs import get_json, running, wait_for
 from tests.slo.helpers import exposition
 
 TPOT = "sglang:request_time_per_output_token_seconds"
@@ -28,45 +25,16 @@ PER_SCRAPE = 10  # requests each histogram grows by, scrape after scrape
 def _dated_server(state: dict) -> Iterator[str]:
     """An SGLang exposition whose TPOT lines carry a timestamp (ms) `AGE` seconds before the request."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            with state["lock"]:
-                state["n"] += 1
-                n = state["n"] * PER_SCRAPE
-            stamp = int((time.time() - AGE) * 1000)
-            lines = exposition(tpot=[0.03] * n, ttft=[0.1] * n).splitlines()
-            body = "".join(f"{x} {stamp}\n" if x.startswith(TPOT) else f"{x}\n" for x in lines).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def body_of(path: str) -> str:
+        with state["lock"]:
+            state["n"] += 1
+            n = state["n"] * PER_SCRAPE
+        stamp = int((time.time() - AGE) * 1000)
+        lines = exposition(tpot=[0.03] * n, ttft=[0.1] * n).splitlines()
+        return "".join(f"{x} {stamp}\n" if x.startswith(TPOT) else f"{x}\n" for x in lines)
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _status(base: str) -> dict:
-    with urllib.request.urlopen(base + "/api/v1/status", timeout=5) as resp:
-        return json.loads(resp.read())
-
-
-def _wait(predicate, what: str, log: Path, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
+    with serving(body_of) as url:
+        yield url + "/metrics"
 
 
 def test_a_histogram_dated_an_hour_back_is_not_counted_and_the_target_says_so_once(tmp_path):
@@ -80,8 +48,8 @@ def test_a_histogram_dated_an_hour_back_is_not_counted_and_the_target_says_so_on
                        f"  - {{name: a, tpot_target_seconds: 0.04, ttft_target_seconds: 0.4, "
                        f"targets: [{{role: server, url: '{url}'}}]}}\n")
         with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz"):
-            _wait(lambda: state["n"] >= 15, "15 scrapes", log)
-            dep = _status(base)["deployments"][0]
+            wait_for(lambda: state["n"] >= 15, "15 scrapes", log)
+            dep = get_json(base + "/api/v1/status")["deployments"][0]
     windows = {s["sli"]: s["windows"][0] for s in dep["slis"]}
     target = dep["targets"][0]
     # The current TTFT histogram counts (~10 requests a scrape); the TPOT one, an hour old, counts nothing.

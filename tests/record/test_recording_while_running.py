@@ -5,18 +5,15 @@ until the next start, which exited 2 (a pod restarting in a loop)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import sqlite3
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from tests.conftest import free_port
 from tests.exposition_server import counting_server
-from tests.procs import running
+from tests.procs import get_json, running, wait_for
 
 
 def _config(port: int, server: str, rec: Path) -> str:
@@ -24,10 +21,6 @@ def _config(port: int, server: str, rec: Path) -> str:
             f"recording_path: '{rec}', recording_interval_seconds: 0.3}}\n"
             f"deployments:\n  - {{name: a, tpot_target_seconds: 0.04, targets: [{{role: server, url: '{server}/a'}}]}}\n")
 
-
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return json.loads(resp.read())
 
 
 def _rows(path: Path) -> int:
@@ -44,15 +37,6 @@ def _rows(path: Path) -> int:
         db.close()
 
 
-def _wait(predicate, what: str, log: Path, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
-
 
 def _start(tmp_path: Path, server: str, *extra: str):
     port = free_port()
@@ -66,22 +50,22 @@ def test_a_recording_deleted_while_running_is_started_again_at_its_path_and_rest
     with counting_server({"good": 5}) as server:
         proc_cm, base, rec, log = _start(tmp_path, server)
         with proc_cm as proc:
-            _wait(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
+            wait_for(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
             rec.unlink()
             for side in ("-wal", "-shm"):
                 Path(f"{rec}{side}").unlink(missing_ok=True)
-            line = _wait(lambda: next((x for x in log.read_text().splitlines() if "was deleted while" in x), None),
+            line = wait_for(lambda: next((x for x in log.read_text().splitlines() if "was deleted while" in x), None),
                          "the deletion to be said", log)
             assert "WARNING" in line and str(rec) in line and "new recording" in line, line
-            _wait(lambda: rec.exists() and _rows(rec) >= 2, "rows in the new file", log)
-            assert _get_json(base + "/api/v1/status")["sidecar"]["recording"]["writing"] is True
+            wait_for(lambda: rec.exists() and _rows(rec) >= 2, "rows in the new file", log)
+            assert get_json(base + "/api/v1/status")["sidecar"]["recording"]["writing"] is True
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
         assert "last tick written" in log.read_text()
         rows = _rows(rec)
         proc_cm, base, rec, log = _start(tmp_path, server)
         with proc_cm:
-            _wait(lambda: f"restored {rows} recorded snapshots" in log.read_text() or "restored" in log.read_text(),
+            wait_for(lambda: f"restored {rows} recorded snapshots" in log.read_text() or "restored" in log.read_text(),
                   "the restore from the new file", log)
 
 
@@ -91,7 +75,7 @@ def test_a_recording_replaced_while_running_is_left_alone_and_the_sidecar_says_i
     with counting_server({"good": 5}) as server:
         proc_cm, base, rec, log = _start(tmp_path, server)
         with proc_cm as proc:
-            _wait(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
+            wait_for(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
             other = tmp_path / "other.sqlite"
             db = sqlite3.connect(other)
             db.execute("CREATE TABLE mine (x)")
@@ -99,15 +83,15 @@ def test_a_recording_replaced_while_running_is_left_alone_and_the_sidecar_says_i
             db.close()
             shutil.move(other, rec)
             kept = rec.read_bytes()
-            line = _wait(lambda: next((x for x in log.read_text().splitlines() if "another file" in x), None),
+            line = wait_for(lambda: next((x for x in log.read_text().splitlines() if "another file" in x), None),
                          "the replacement to be said", log)
             assert "ERROR" in line and "--recording-reset" in line and "not written" in line, line
-            status = _get_json(base + "/api/v1/status")["sidecar"]["recording"]
+            status = get_json(base + "/api/v1/status")["sidecar"]["recording"]
             assert status["writing"] is False and "another file" in status["last_error"], status
-            health = _get_json(base + "/healthz")
+            health = get_json(base + "/healthz")
             assert health["status"] == "degraded" and "another file" in health["problems"][0], health
             errors = status["write_errors"]
-            _wait(lambda: _get_json(base + "/api/v1/status")["sidecar"]["recording"]["write_errors"] > errors,
+            wait_for(lambda: get_json(base + "/api/v1/status")["sidecar"]["recording"]["write_errors"] > errors,
                   "each tick not written to be counted", log)
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
@@ -120,25 +104,25 @@ def test_a_recording_truncated_while_running_is_moved_aside_with_recording_reset
     with counting_server({"good": 5}) as server:
         proc_cm, base, rec, log = _start(tmp_path, server, "--recording-reset")
         with proc_cm:
-            _wait(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
+            wait_for(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
             with open(rec, "r+b") as f:
                 f.truncate(0)
-            line = _wait(lambda: next((x for x in log.read_text().splitlines() if "truncated to 0 bytes" in x), None),
+            line = wait_for(lambda: next((x for x in log.read_text().splitlines() if "truncated to 0 bytes" in x), None),
                          "the damage to be said", log)
             assert "WARNING" in line and "moved it to rec.sqlite.corrupt-" in line, line
             assert list(tmp_path.glob("rec.sqlite.corrupt-*"))
-            _wait(lambda: _rows(rec) >= 2, "rows in the fresh recording", log)
-            assert _get_json(base + "/api/v1/status")["sidecar"]["recording"]["writing"] is True
+            wait_for(lambda: _rows(rec) >= 2, "rows in the fresh recording", log)
+            assert get_json(base + "/api/v1/status")["sidecar"]["recording"]["writing"] is True
 
 
 def test_a_recording_overwritten_while_running_stops_being_written_without_recording_reset(tmp_path):
     with counting_server({"good": 5}) as server:
         proc_cm, base, rec, log = _start(tmp_path, server)
         with proc_cm:
-            _wait(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
+            wait_for(lambda: rec.exists() and _rows(rec) >= 2, "recorded rows", log)
             with open(rec, "r+b") as f:
                 f.write(b"garbage" * 20)
-            line = _wait(lambda: next((x for x in log.read_text().splitlines() if "damaged while" in x), None),
+            line = wait_for(lambda: next((x for x in log.read_text().splitlines() if "damaged while" in x), None),
                          "the damage to be said", log)
             assert "ERROR" in line and "--recording-reset" in line, line
-            assert _get_json(base + "/healthz")["status"] == "degraded"
+            assert get_json(base + "/healthz")["status"] == "degraded"

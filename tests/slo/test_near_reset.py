@@ -6,17 +6,13 @@ nothing was said. A restart (a drop toward 0) is still a restart."""
 from __future__ import annotations
 
 import contextlib
-import http.server
-import json
 import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 from tests.conftest import free_port
-from tests.procs import running
+from tests.exposition_server import serving
+from tests.procs import get_json, running, wait_for
 from tests.slo.helpers import exposition
 
 GOOD_PER_SCRAPE, BAD_PER_SCRAPE = 10, 10  # truth: half the requests meet the 40 ms TPOT target
@@ -27,48 +23,19 @@ def _dropping_server(state: dict) -> Iterator[str]:
     """Each scrape adds 10 good and 10 bad requests; every third one shows one good request fewer than the
     scrape before it (a counter that loses 1), and `state["restart"]` starts the counts again from 0."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            with state["lock"]:
-                if state.pop("restart", False):
-                    state["good"] = state["bad"] = 0
-                state["n"] += 1
-                state["good"] += GOOD_PER_SCRAPE
-                state["bad"] += BAD_PER_SCRAPE
-                shown = state["good"] - (GOOD_PER_SCRAPE + 1 if state["n"] % 3 == 0 else 0)
-                bad = state["bad"]
-            body = exposition(tpot=[0.03] * shown + [0.05] * bad).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def body_of(path: str) -> str:
+        with state["lock"]:
+            if state.pop("restart", False):
+                state["good"] = state["bad"] = 0
+            state["n"] += 1
+            state["good"] += GOOD_PER_SCRAPE
+            state["bad"] += BAD_PER_SCRAPE
+            shown = state["good"] - (GOOD_PER_SCRAPE + 1 if state["n"] % 3 == 0 else 0)
+            bad = state["bad"]
+        return exposition(tpot=[0.03] * shown + [0.05] * bad)
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _status(base: str) -> dict:
-    with urllib.request.urlopen(base + "/api/v1/status", timeout=5) as resp:
-        return json.loads(resp.read())
-
-
-def _wait(predicate, what: str, log: Path, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
+    with serving(body_of) as url:
+        yield url + "/metrics"
 
 
 def test_a_counter_that_loses_one_now_and_then_is_held_and_said_not_read_as_a_restart(tmp_path):
@@ -81,8 +48,8 @@ def test_a_counter_that_loses_one_now_and_then_is_held_and_said_not_read_as_a_re
                        "deployments:\n"
                        f"  - {{name: a, tpot_target_seconds: 0.04, targets: [{{role: server, url: '{url}'}}]}}\n")
         with running([sys.executable, "-m", "monitor", "run", "-c", str(cfg)], log, ready_url=base + "/healthz"):
-            _wait(lambda: state["n"] >= 15, "15 scrapes", log)
-            dep = _status(base)["deployments"][0]
+            wait_for(lambda: state["n"] >= 15, "15 scrapes", log)
+            dep = get_json(base + "/api/v1/status")["deployments"][0]
             with state["lock"]:
                 truth = state["good"] + state["bad"]
             window = dep["slis"][0]["windows"][0]
@@ -90,7 +57,7 @@ def test_a_counter_that_loses_one_now_and_then_is_held_and_said_not_read_as_a_re
             # A restart (to 0) is still read as one, and its new counts count.
             with state["lock"]:
                 state["restart"] = True
-            _wait(lambda: _status(base)["deployments"][0]["targets"][0]["counter_resets"] == 1, "the restart", log)
+            wait_for(lambda: get_json(base + "/api/v1/status")["deployments"][0]["targets"][0]["counter_resets"] == 1, "the restart", log)
     # The windows hold what the target counted since its first scrape (up to one scrape either way), half of it
     # good; before, ~5 drops each added the whole count again.
     assert truth - 2 * (GOOD_PER_SCRAPE + BAD_PER_SCRAPE) <= window["events"] <= truth, (window, truth)
