@@ -36,7 +36,6 @@ from monitor.analyze.tuning import (
     ANALYSIS_CACHE_HIT_DROP,
     ANALYSIS_CONSEQUENCE_CHANGE,
     ANALYSIS_HBM_RISE,
-    ANALYSIS_INLET_CELSIUS,
     ANALYSIS_KV_SHARE_CHANGE,
     ANALYSIS_POWER_RISE,
     ANALYSIS_PREFILL_CHANGE,
@@ -351,10 +350,9 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
         # A chip warms when it works harder, and then its power rises first (the die's heat lags the power it
         # draws); an overheating one (cooling, fans, ambient) warms first and throttles. A warming that a
         # power rise led (or came with, within the smoothing's reach: a centred mean of 2 x half + 1 points
-        # dates a step to +-half points) and explains is load, not heat: a die's rise
-        # above its inlet air is proportional to its power, so a power ratio r explains up to
-        # (T - ANALYSIS_INLET_CELSIUS) x (r - 1) degrees. A throttled chip holds requests longer, and Little's
-        # law then raises its power by a little too, far short of its warming.
+        # dates a step to +-half points) and explains is load, not heat: a die's rise above its inlet air is
+        # proportional to its power (`_warming_per_power`). A throttled chip holds requests longer, and Little's law then raises its
+        # power by a little too, far short of its warming.
         p = level_shift(signals["power"], times, base_idx, focus, half, ANALYSIS_POWER_RISE)
         explained = False
         if t.baseline is not None and t.incident is not None and p.baseline:
@@ -364,12 +362,22 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
             temp_sm, power_sm = smoothed(signals["temperature"], half), smoothed(signals["power"], half)
             warm = [w for c, w in ((temp_sm[i], power_sm[i]) for i in focus)
                     if c is not None and w is not None and c - t.baseline >= rise / 2]
-            explained = bool(warm) and rise <= max(t.baseline - ANALYSIS_INLET_CELSIUS, 0.0) * (
-                median(warm) / p.baseline - 1)
+            per_watt = _warming_per_power(t.baseline, p.baseline)
+            explained = bool(warm) and rise <= per_watt * (median(warm) - p.baseline)
         if p.moved and p.changed_at is not None and t.changed_at is not None and \
                 p.changed_at <= t.changed_at + half * step and explained:
             out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)
     return out
+
+
+def _warming_per_power(t_base: float, p_base: float) -> float:
+    """The most degrees a chip's power can explain per watt (#32 item 2): a die's rise above its inlet air is
+    proportional to its power, and no inlet is colder than 0 degC, so at most t_base / p_base degrees per watt;
+    generous to load, from the chip's own baseline. Before, a fixed 25 degC inlet (the emulator's) stood in for
+    the hall's air, and a chip at 40 degC whose power doubled read overheating. A slope fitted to the
+    baseline's own (power, temperature) points was tried and dropped: the die's thermal lag smooths the power's
+    swings, so the fit sees a fraction of the steady-state slope, and the grid read load rises as overheating."""
+    return max(t_base, 0.0) / p_base if p_base > 0 else 0.0
 
 
 def traces(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequence[int], focus: range,

@@ -19,9 +19,6 @@ ANALYSIS_CONSEQUENCE_CHANGE: Final = 1.5  # running, queue, KV usage, throughput
 # A chip's temperature rise counts from here, unless power rose first (a chip working harder: load, not heat).
 ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 6.0
 ANALYSIS_POWER_RISE: Final = 1.1  # accelerator power: a rise this large before the warming makes it load
-# The air a chip is cooled with (a data hall's inlet, generous to load: the emulator's chips sit ~34 degC above
-# nothing): a die's temperature above it is proportional to the power it draws.
-ANALYSIS_INLET_CELSIUS: Final = 25.0
 # Accelerator HBM used (fullest chip), absolute share: the KV pool is preallocated, so HBM use is flat with load
 # (the emulator's moves 2 % from idle to full); more is memory something else took.
 ANALYSIS_HBM_RISE: Final = 0.03

@@ -194,7 +194,9 @@ def test_time_spent_queued_is_never_reported_as_prefill_time():
 
 @pytest.mark.parametrize(("power_rise", "warming", "want", "power_late"), [
     (1.0, 8.0, ACCELERATOR_OVERHEAT, 0),
-    (1.4, 8.0, None, 0),  # 40 % more power explains up to (55 - 25) x 0.4 = 12 degC of warming
+    # A die's rise above its inlet is proportional to its power and no inlet is colder than 0 degC: 40 % more
+    # power explains up to 55 x 0.4 = 22 degC of warming.
+    (1.4, 8.0, None, 0),
     # Dated two steps after the warming: within what a 5-point centred mean can tell apart (a noisy hottest-chip
     # reading crossed its midpoint early on a 0.5 s Prometheus step, and a load rise was named overheating).
     (1.4, 8.0, None, 2),
@@ -382,3 +384,12 @@ def test_a_retraction_under_a_surge_is_no_lost_kv_capacity_but_many_are(retracte
     assert (v.mechanism == KV_CAPACITY) == want_kv, v.first_line
     if not want_kv:
         assert v.mechanism == OVERLOAD, v.first_line
+
+
+def test_a_chip_at_40_degc_that_warms_to_60_as_its_power_doubles_is_load():
+    """#32 item 2: a fixed 25 degC inlet (the emulator's) read this as overheating with high confidence."""
+    temp = [40.0] * 80 + [60.0] * (N - 80)
+    power = [200.0] * 80 + [400.0] * (N - 80)
+    v = analyze(_engine(None, None, accel__temperature_max=temp, accel__power_mean=power), 600, 1190, 60).verdict
+    assert not v.shifts["temperature"].moved and v.mechanism != ACCELERATOR_OVERHEAT, v.first_line
+
