@@ -245,18 +245,11 @@ class Sidecar:
             written = self.recording.write_tick(
                 rows, retain_seconds=parse_duration(self.config.sidecar.recording_retention),
                 thin=recording_thinning(self.config.sidecar.recording_full_resolution))
-        except (RecordingGone, CorruptRecording) as err:
+        except (RecordingGone, CorruptRecording) as err:  # deleted, replaced or damaged under us
             if retry and self._recording_lost(err):
                 return self.record(now, force=True, retry=False)  # into the fresh recording, at once
             return self._write_failed(now, self._record_stopped or str(err))
-        except sqlite3.DatabaseError as err:
-            if isinstance(err, sqlite3.OperationalError):  # disk full, I/O error: the file may be sound
-                return self._write_failed(now, str(err))
-            # "database disk image is malformed": damage SQLite met while writing.
-            if retry and self._recording_lost(CorruptRecording(f"{self.recording.path}: the file is damaged ({err})")):
-                return self.record(now, force=True, retry=False)
-            return self._write_failed(now, self._record_stopped or str(err))
-        except sqlite3.Error as err:
+        except sqlite3.Error as err:  # disk full, I/O error: the file may be sound
             return self._write_failed(now, str(err))
         if self._record_error is not None:
             log.info("recording %s: writing again", self.recording.path)
@@ -306,7 +299,6 @@ class Sidecar:
             return False
         self._record_stopped = None
         return True
-
 
     def _say_size(self, row_bytes: float) -> None:
         """Once, from the first tick's rows: how large the recording will grow with this fleet, thinning

@@ -49,16 +49,23 @@ def running(argv: list[str], log: Path, *, ready_url: str | None = None, timeout
             stop(proc)
 
 
+def wait_until(pred, timeout: float, interval: float = 0.5, what: str = "condition"):  # noqa: ANN001
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+
+
 def wait_for(predicate: Callable[[], T], what: str, log: Path, timeout: float = 20.0, every: float = 0.1) -> T:
-    """The first truthy value of `predicate()`, polled every `every` s; after `timeout`, an AssertionError
-    with what was awaited and the end of the process's `log`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
+    """`wait_until`, and on a timeout the end of the process's `log` with what was awaited."""
+    try:
+        return wait_until(predicate, timeout, every, what)
+    except AssertionError as err:
+        raise AssertionError(f"{err}:\n{log.read_text()[-4000:]}") from None
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any:

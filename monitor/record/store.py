@@ -185,7 +185,18 @@ class Recording:
                    *, retain_seconds: float, thin: Sequence[tuple[float, float]] = ()) -> int:
         """One transaction for every deployment of a tick, then drop rows past the retention and thin
         the older ones: for each (age, step) of `thin`, rows older than `age` keep one per `step`.
-        Returns the bytes of the snapshot rows written (the books replace their previous row)."""
+        Returns the bytes of the snapshot rows written (the books replace their previous row). Damage SQLite
+        meets while writing ("database disk image is malformed") raises CorruptRecording; a full disk or an I/O
+        error stays sqlite3.OperationalError (the file may be sound)."""
+        try:
+            return self._write_tick(rows, retain_seconds=retain_seconds, thin=thin)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as err:
+            raise CorruptRecording(f"{self.path}: the file is damaged ({err})") from None
+
+    def _write_tick(self, rows: list[tuple[str, Snapshot, dict[str, Any] | None, SeriesBook]],
+                    *, retain_seconds: float, thin: Sequence[tuple[float, float]]) -> int:
         written = 0
         with self.db:
             for name, snap, state, book in rows:

@@ -55,6 +55,12 @@ def explain_http_error(target: Target, error: str) -> str:
     return error
 
 
+def read_sets(config: Config) -> dict[tuple[str, str], frozenset[str]]:
+    """What each SGLang target of `config` parses, by (deployment, target id)."""
+    return {(d.name, t.id): target_wanted(d, t) for d in config.deployments for t in d.targets
+            if t.source in ("sglang", "router-engine-metrics")}
+
+
 class ResultSink(Protocol):
     """Where results go (`monitor.observations.Observations`): each as it arrives, then a deployment's
     cycle is closed once all its targets have answered or timed out."""
@@ -79,9 +85,7 @@ class Scraper:
         self.npu_details: dict[tuple[str, str], DetailCache] = {}  # collection memo per npu-smi target
         # What each SGLang target's scrapes parse (its deployment's readers, `monitor.feeds.target_wanted`):
         # computed once per config, so a reload that changes a deployment recomputes its targets' sets.
-        self.wanted: dict[tuple[str, str], frozenset[str]] = {
-            (d.name, t.id): target_wanted(d, t) for d in config.deployments for t in d.targets
-            if t.source in ("sglang", "router-engine-metrics")}
+        self.wanted = read_sets(config)
         self.cycles = 0
         self.last_cycle_seconds = 0.0
         self.deployment_cycle_seconds: dict[str, float] = {}
@@ -111,8 +115,7 @@ class Scraper:
         scrape was due (at once if that has passed), so reloading never starves a deployment either."""
         keep = set(kept)
         self.config, self.sink = config, sink
-        self.wanted = {(d.name, t.id): target_wanted(d, t) for d in config.deployments for t in d.targets
-                       if t.source in ("sglang", "router-engine-metrics")}
+        self.wanted = read_sets(config)
         self.npu_details = {k: v for k, v in self.npu_details.items() if k[0] in keep}
         self._said = {k: v for k, v in self._said.items() if k[0] in keep}
         for name in [n for n in self._tasks if n not in keep]:
@@ -223,14 +226,16 @@ class Scraper:
         """Scrape every target once, then close every deployment's cycle (tests, `--once`, no stagger)."""
         started = time.perf_counter()
         await self._scrape_all(session, self.config.deployments)
-        now = self.clock()
-        elapsed = self.steady() if self.steady is not None else None
+        now, elapsed = self.clock(), self._steady_now()
         for dep in self.config.deployments:
             self.sink.snapshot(dep.name, now, elapsed)
             self.loops[dep.name].completed(now)
         self.cycles += 1
         self.last_cycle_seconds = time.perf_counter() - started
         return now
+
+    def _steady_now(self) -> float | None:
+        return self.steady() if self.steady is not None else None
 
     def offset(self, dep: Deployment) -> float:
         """Stable phase of a deployment within the interval (Prometheus offsets targets the same
@@ -251,7 +256,7 @@ class Scraper:
             begun = time.monotonic()
             await self._scrape_all(session, [dep])
             ts = self.clock()
-            self.sink.snapshot(dep.name, ts, self.steady() if self.steady is not None else None)
+            self.sink.snapshot(dep.name, ts, self._steady_now())
             self.loops[dep.name].completed(ts)
             took = time.monotonic() - begun
             self.deployment_cycle_seconds[dep.name] = took

@@ -32,7 +32,7 @@ from monitor.emulate import Emulator, find_free_base_port, plan
 from monitor.emulate.router import RouterProcess, find_gateway, gateway_argv, launch_router
 from tests.components import ALERTMANAGER_DEBIAN, PROMETHEUS_242, Build
 from tests.conftest import free_port
-from tests.procs import answers, stop
+from tests.procs import answers, stop, wait_until  # noqa: F401 - wait_until re-exported for the e2e tests
 from tools.gateway_capture.capture import MODEL, Client, generate, worker_metrics
 from tools.gateway_capture.worker import CaptureWorker
 
@@ -179,17 +179,6 @@ def http_json(url: str, data: dict[str, Any] | None = None, timeout: float = 5.0
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         body = resp.read()
     return json.loads(body) if body else None
-
-
-def wait_until(pred, timeout: float, interval: float = 0.5, what: str = "condition"):  # noqa: ANN001
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
 
 
 @dataclass
