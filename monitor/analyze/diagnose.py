@@ -23,6 +23,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from monitor.analyze.causes import (
+    ACCELERATOR_OVERHEAT,
+    ACCELERATOR_UNHEALTHY,
+    BY_MECHANISM,
+    CAUSES,
+    CLIENT_GIVE_UP,
+    DECODE_SLOWDOWN,
+    GATEWAY_ERRORS,
+    HEALTHY,
+    KV_CAPACITY,
+    KV_TRANSFER_FAILURE,
+    KV_TRANSFER_SLOWDOWN,
+    OVERLOAD,
+    PREFILL_SLOWDOWN,
+    RESTART,
+    SERVER_DOWN,
+    SPEC_ACCEPT_DROP,
+    STEADY_BREACH,
+    TITLES,
+    UNEXPLAINED,
+    Evidence,
+    thresholds,
+)
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.giveup import GIVE_UP_MIN, give_up
 from monitor.analyze.model import Dataset, Values
@@ -31,82 +54,20 @@ from monitor.analyze.sli import SliTrack
 from monitor.analyze.steady import bad_shares, steady
 from monitor.analyze.timeparse import iso
 from monitor.analyze.tuning import (
-    ANALYSIS_ACCEPT_CHANGE,
-    ANALYSIS_ARRIVALS_CHANGE,
-    ANALYSIS_CACHE_HIT_DROP,
     ANALYSIS_CONSEQUENCE_CHANGE,
-    ANALYSIS_HBM_RISE,
-    ANALYSIS_KV_SHARE_CHANGE,
     ANALYSIS_POWER_RISE,
-    ANALYSIS_PREFILL_CHANGE,
-    ANALYSIS_RATE_CHANGE,
     ANALYSIS_SMOOTH_SECONDS,
-    ANALYSIS_TEMPERATURE_RISE_CELSIUS,
     ANALYSIS_TRACE_SHARE,
 )
 from monitor.conventions.policy import ACCEL_TEMPERATURE_CELSIUS
 
-HEALTHY = "healthy"
-OVERLOAD = "overload"
-DECODE_SLOWDOWN = "decode_slowdown"
-PREFILL_SLOWDOWN = "prefill_slowdown"
-ACCELERATOR_OVERHEAT = "accelerator_overheat"
-ACCELERATOR_UNHEALTHY = "accelerator_unhealthy"
-KV_CAPACITY = "kv_capacity"
-SPEC_ACCEPT_DROP = "spec_accept_drop"
-KV_TRANSFER_FAILURE = "kv_transfer_failure"
-KV_TRANSFER_SLOWDOWN = "kv_transfer_slowdown"
-RESTART = "restart"
-SERVER_DOWN = "server_down"
-GATEWAY_ERRORS = "gateway_errors"
-CLIENT_GIVE_UP = "client_give_up"
-UNEXPLAINED = "unexplained"
-STEADY_BREACH = "steady_breach"  # nothing changed: the target does not hold at this load (monitor.analyze.steady)
-
-# What each mechanism is called in the verdict.
-TITLES: dict[str, str] = {
-    HEALTHY: "no incident", OVERLOAD: "overload (demand above capacity)",
-    DECODE_SLOWDOWN: "engine-side decode slowdown", PREFILL_SLOWDOWN: "engine-side prefill slowdown",
-    ACCELERATOR_OVERHEAT: "accelerator overheating", ACCELERATOR_UNHEALTHY: "accelerator fault",
-    KV_CAPACITY: "KV cache capacity lost (HBM full)", SPEC_ACCEPT_DROP: "speculative accept-length drop",
-    KV_TRANSFER_FAILURE: "PD KV transfer failures", KV_TRANSFER_SLOWDOWN: "PD KV transfer slowdown",
-    RESTART: "server restart", SERVER_DOWN: "server down", GATEWAY_ERRORS: "gateway errors",
-    CLIENT_GIVE_UP: "clients giving up (a client or gateway timeout)",
-    UNEXPLAINED: "SLO breach without a demand or capacity change",
-    STEADY_BREACH: "no incident: the SLO does not hold at this steady load",
-}
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A mechanism, the signals that show it (each with its threshold) and its rank among simultaneous ones."""
-
-    mechanism: str
-    signals: tuple[tuple[str, float], ...]  # (signal key, ratio threshold; for `absolute` ones a step)
-    absolute: frozenset[str] = frozenset()  # keys whose threshold is an absolute step, not a ratio
-
-
-# Most specific first: among candidates that moved together, the earlier rule is the cause.
-RULES: tuple[Rule, ...] = (
-    Rule(SERVER_DOWN, (("targets_down", 0.0),)),
-    Rule(RESTART, (("restarts", 0.0),)),
-    Rule(KV_TRANSFER_FAILURE, (("transfer_failed", 0.0), ("bootstrap_failed", 0.0))),
-    Rule(ACCELERATOR_UNHEALTHY, (("unhealthy", 0.0),)),
-    Rule(GATEWAY_ERRORS, (("router_errors", 0.0), ("gateway_failed", 0.0))),
-    Rule(CLIENT_GIVE_UP, (("gave_up", 0.0),)),
-    Rule(ACCELERATOR_OVERHEAT, (("temperature", ANALYSIS_TEMPERATURE_RISE_CELSIUS),), frozenset({"temperature"})),
-    Rule(SPEC_ACCEPT_DROP, (("accept_length", ANALYSIS_ACCEPT_CHANGE),)),
-    Rule(KV_CAPACITY, (("retractions", 0.0), ("kv_per_running", ANALYSIS_KV_SHARE_CHANGE), ("hbm", ANALYSIS_HBM_RISE)),
-         frozenset({"hbm"})),
-    Rule(OVERLOAD, (("arrivals", ANALYSIS_ARRIVALS_CHANGE), ("prompt_len", ANALYSIS_RATE_CHANGE),
-                    ("output_len", ANALYSIS_RATE_CHANGE), ("cache_hit", ANALYSIS_CACHE_HIT_DROP)),
-         frozenset({"cache_hit"})),
-    Rule(KV_TRANSFER_SLOWDOWN, (("kv_transfer_latency", ANALYSIS_PREFILL_CHANGE),)),
-    Rule(PREFILL_SLOWDOWN, (("prefill_time", ANALYSIS_PREFILL_CHANGE),)),
-    Rule(DECODE_SLOWDOWN, (("decode_speed", ANALYSIS_RATE_CHANGE), ("itl_mean", ANALYSIS_RATE_CHANGE))),
-)
-# Consequences worth naming, and the threshold they must pass to be named.
-CONSEQUENCE_RATIO = ANALYSIS_CONSEQUENCE_CHANGE
+# The mechanisms, their titles and the causal table live in monitor/analyze/causes.py; re-exported here, where
+# the lab and the tests have always found them.
+__all__ = ["ACCELERATOR_OVERHEAT", "ACCELERATOR_UNHEALTHY", "CLIENT_GIVE_UP", "DECODE_SLOWDOWN", "GATEWAY_ERRORS",
+           "HEALTHY", "KV_CAPACITY", "KV_TRANSFER_FAILURE", "KV_TRANSFER_SLOWDOWN", "OVERLOAD", "PREFILL_SLOWDOWN",
+           "RESTART", "SERVER_DOWN", "SPEC_ACCEPT_DROP", "STEADY_BREACH", "TITLES", "UNEXPLAINED", "Shift", "Verdict",
+           "verdict"]
+CONSEQUENCE_RATIO = ANALYSIS_CONSEQUENCE_CHANGE  # consequences worth naming pass this ratio
 
 
 @dataclass(frozen=True)
@@ -163,8 +124,10 @@ class Verdict:
     confidence: str  # high | medium | low
     headline: str  # the report's first line
     cause: Shift | None
-    candidates: list[tuple[str, Shift]]  # every mechanism whose evidence moved, the cause first
+    candidates: list[tuple[str, Shift]]  # every mechanism whose evidence moved: the cause, the others no earlier
+    # candidate explains (named beside it), then those one does
     shifts: dict[str, Shift]
+    explained: dict[str, str] = dataclasses.field(default_factory=dict)  # mechanism -> the candidate explaining it
 
     @property
     def title(self) -> str:
@@ -195,8 +158,8 @@ class Verdict:
 
         return {"mechanism": self.mechanism, "title": self.title, "confidence": self.confidence,
                 "first_line": self.first_line, "headline": self.headline, "cause": sh(self.cause) if self.cause else None,
-                "candidates": [{"mechanism": m, "signal": s.signal.key, "changed_at": s.changed_at}
-                               for m, s in self.candidates],
+                "candidates": [{"mechanism": m, "signal": s.signal.key, "changed_at": s.changed_at,
+                                "explained_by": self.explained.get(m)} for m, s in self.candidates],
                 "signals": {k: sh(s) for k, s in self.shifts.items()}}
 
 
@@ -322,7 +285,7 @@ def event_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
 
 
 def _thresholds() -> dict[str, tuple[float, bool]]:
-    return {k: (t, k in r.absolute) for r in RULES for k, t in r.signals}
+    return thresholds()
 
 
 def half_width(step: float, window: float) -> int:
@@ -392,55 +355,158 @@ def traces(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
             continue
         faint = th * ANALYSIS_TRACE_SHARE if absolute else th ** ANALYSIS_TRACE_SHARE
         s = level_shift(sig, times, base_idx, focus, half, faint, absolute)
-        if s.moved and not (key == "arrivals" and sig.inferred):
+        if s.moved and not sig.inferred:  # an estimate's faint move is no footprint (a slower engine makes it)
             out.append(s)
     return out
 
 
-# Thresholds' worth of a slowdown (1.25^3: ITL 1.95x) that a grown batch does not make by itself.
-OWN_SLOWDOWN_STRENGTH: Final = 3.0
-# Mechanisms whose signals a rise in demand also moves (a bigger batch decodes each request slower, a longer
-# queue delays each prefill).
-LOAD_LIKE: Final = frozenset({PREFILL_SLOWDOWN, DECODE_SLOWDOWN})
+@dataclass(frozen=True)
+class Context:
+    """What the table's tests and gates read: the shifts, the signals and where the baseline and range are."""
+
+    sh: dict[str, Shift]
+    signals: dict[str, Signal]
+    base_idx: Sequence[int]
+    focus: range
+    half: int
+    tie: float  # the smoothing's blur in seconds: onsets closer than this are "together"
 
 
-def _served_more(sh: dict[str, Shift], at: float, tie: float) -> bool:
-    """More work done from about `at`: finished requests or generated tokens per second rose with it."""
-    return any(k in sh and sh[k].moved and (sh[k].ratio or 0) > 1 and sh[k].changed_at is not None
-               and at - tie <= sh[k].changed_at <= at + 2 * tie for k in ("finished", "throughput"))
+@dataclass(frozen=True)
+class Candidate:
+    mechanism: str
+    shift: Shift  # its own signal that moved first
+    order: int  # its row in CAUSES (the more specific, the lower)
+
+    @property
+    def onset(self) -> float:
+        return self.shift.changed_at if self.shift.changed_at is not None else math.inf
 
 
-def _candidates(sh: dict[str, Shift], tie: float) -> list[tuple[str, Shift]]:
-    found: list[tuple[int, str, Shift]] = []
-    for order, rule in enumerate(RULES):
-        moved = [sh[k] for k, _ in rule.signals if k in sh and sh[k].moved and sh[k].changed_at is not None]
-        arr = sh.get("arrivals")
-        if rule.mechanism == OVERLOAD and arr is not None and arr.signal.inferred and arr.changed_at is not None \
-                and not _served_more(sh, arr.changed_at, tie):
-            # Inferred arrivals (finished + the change of requests in the system) also rise when a slower
-            # engine holds requests longer: without more work served, no rise. Measured ones (SGLang's HTTP
-            # request counter) are never dismissed: a saturated server cannot serve more, which is when
-            # they matter.
-            moved = [s for s in moved if s.signal.key != "arrivals"]
-        itl = sh.get("itl_mean")
-        if rule.mechanism == DECODE_SLOWDOWN and itl is not None and itl.baseline is not None:
-            # ITL is each request's decode speed, measured per token; throughput over the running gauge is
-            # two noisy samples of a swinging batch (a busy server's ratio swings 1.3x on its own).
-            moved = [s for s in moved if s.signal.key != "decode_speed"]
+def _served(c: Context, s: Shift) -> bool:
+    """A measured signal always counts; an inferred arrival rise (finished + the change in the system, which a
+    slower engine also raises by holding requests longer) only when more work was served from about its onset:
+    finished requests or generated tokens per second rose with it."""
+    if not s.signal.inferred or s.changed_at is None:
+        return True
+    at = s.changed_at
+    return any(k in c.sh and c.sh[k].moved and (c.sh[k].ratio or 0) > 1 and c.sh[k].changed_at is not None
+               and at - c.tie <= c.sh[k].changed_at <= at + 2 * c.tie for k in ("finished", "throughput"))
+
+
+def _fallback(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
+    """Read only when none of the mechanism's other own signals has a baseline to compare with."""
+    return not any(e.key != s.signal.key and e.key in c.sh and c.sh[e.key].baseline is not None for e in own)
+
+
+GATES: Final = {"served": lambda c, s, own: _served(c, s), "fallback": _fallback}
+
+
+def _after(c: Context, lead: Candidate, other: Candidate) -> bool:
+    return other.onset >= lead.onset - c.tie
+
+
+def _soon(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """While the mover lasted (a server down for a while) or within two blurs after it."""
+    return lead.onset - c.tie <= other.onset <= lead.onset + lead.shift.seconds + 2 * c.tie
+
+
+def _slowdown(s: Shift) -> float:
+    """How many times slower: a latency's ratio, a speed's inverse."""
+    r = s.ratio
+    if not r or r <= 0:
+        return 1.0
+    return r if s.signal.worse > 0 else 1 / r
+
+
+def _level(c: Context, key: str) -> tuple[float, float] | None:
+    """(baseline level, level over the range) of a consequence signal."""
+    s = c.sh.get(key)
+    if s is None or s.baseline is None or s.incident is None:
+        return None
+    return s.baseline, s.incident
+
+
+def batch_slowdown(c: Context, key: str) -> float | None:
+    """How much slower each decode step is at the range's running requests than at the baseline's, by this
+    deployment's own speed per batch size: the baseline's smoothed (running, step time) points fitted by least
+    squares, the slope's upper 95 % bound taken (generous to load), never below 0 nor above proportional (a step
+    is the weights read once plus each request's KV: at most as much slower as the batch is bigger). Step time is
+    ITL, or the inverse of per-request decode speed. None without a running-requests level."""
+    run = _level(c, "running")
+    sig = c.signals.get(key)
+    if run is None or sig is None or run[0] <= 0:
+        return None
+    rs, ys = smoothed(c.signals["running"], c.half), smoothed(sig, c.half)
+    inv = sig.worse < 0  # a speed: its inverse is the step time
+    pts = [(rs[i], (1 / ys[i] if inv else ys[i])) for i in c.base_idx
+           if rs[i] is not None and ys[i] is not None and (ys[i] > 0 or not inv)]  # type: ignore[operator]
+    grow = max(run[1] / run[0], 1.0)
+    if len(pts) < 6:
+        return grow
+    xs, zs = [p[0] for p in pts], [p[1] for p in pts]
+    mx, mz = sum(xs) / len(xs), sum(zs) / len(zs)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if mz <= 0:
+        return grow
+    if sxx <= 1e-12:
+        return grow  # the batch never varied: nothing to fit, the physical bound stands
+    b = sum((x - mx) * (z - mz) for x, z in zip(xs, zs)) / sxx
+    resid = sum((z - mz - b * (x - mx)) ** 2 for x, z in zip(xs, zs)) / max(len(xs) - 2, 1)
+    upper = b + 2 * math.sqrt(resid / sxx)
+    per_request = min(max(upper, 0.0), mz / mx if mx > 0 else 0.0)  # proportional at most
+    return max(1.0, (mz + per_request * (run[1] - mx)) / mz)
+
+
+def _batch(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """After, and no slower than the grown batch makes each step (by one decode threshold)."""
+    if not _after(c, lead, other):
+        return False
+    grown = batch_slowdown(c, other.shift.signal.key)
+    th = _thresholds().get(other.shift.signal.key, (CONSEQUENCE_RATIO, False))[0]
+    return grown is not None and _slowdown(other.shift) <= grown * th
+
+
+def _work(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """After, and no slower than the prefill work arriving grew (arrivals x prompt length)."""
+    if not _after(c, lead, other):
+        return False
+    grow = 1.0
+    for key in ("arrivals", "prompt_len"):
+        lv = _level(c, key)
+        if lv is not None and lv[0] > 0:
+            grow *= max(lv[1] / lv[0], 1.0)
+    return _slowdown(other.shift) <= grow
+
+
+TESTS: Final = {"after": _after, "soon": _soon, "batch": _batch, "work": _work}
+
+
+def _candidates(c: Context) -> list[Candidate]:
+    """Every mechanism whose own signal moved (and passed its gate), ordered by onset; those within the blur of
+    the first by the table's order."""
+    found: list[Candidate] = []
+    for order, cause in enumerate(CAUSES):
+        moved = [c.sh[e.key] for e in cause.own if e.key in c.sh and c.sh[e.key].moved
+                 and c.sh[e.key].changed_at is not None
+                 and (not e.gate or GATES[e.gate](c, c.sh[e.key], cause.own))]
         if moved:
-            first = min(moved, key=lambda s: s.changed_at)  # type: ignore[arg-type, return-value]
-            found.append((order, rule.mechanism, first))
+            found.append(Candidate(cause.mechanism, min(moved, key=lambda s: s.changed_at), order))  # type: ignore[arg-type, return-value]
     if not found:
         return []
-    t0 = min(s.changed_at for _, _, s in found)  # type: ignore[type-var]
-    arr = sh.get("arrivals")
-    demand_rose = arr is not None and arr.moved and not arr.signal.inferred and (arr.ratio or 0) > 1
-    # Candidates within `tie` of the first are simultaneous: the most specific rule leads. While measured
-    # arrivals rose, a generic slowdown (per-request decode speed, prefill time) is what a grown batch and a
-    # longer queue look like too: it cannot lead the overload.
-    found.sort(key=lambda c: (c[2].changed_at > t0 + tie or (demand_rose and c[1] in LOAD_LIKE),  # type: ignore[operator]
-                              c[0], c[2].changed_at))
-    return [(m, s) for _, m, s in found]
+    t0 = min(x.onset for x in found)
+    return sorted(found, key=lambda x: (x.onset > t0 + c.tie, x.order if x.onset <= t0 + c.tie else 0, x.onset))
+
+
+def explained_by(c: Context, cands: Sequence[Candidate], i: int) -> Candidate | None:
+    """The candidate before `cands[i]` whose table entry moves its signal under a test that holds, if any."""
+    other = cands[i]
+    for lead in cands[:i]:
+        for mv in BY_MECHANISM[lead.mechanism].moves:
+            if mv.mechanism == other.mechanism and (not mv.signals or other.shift.signal.key in mv.signals) \
+                    and TESTS[mv.test](c, lead, other):
+                return lead
+    return None
 
 
 def _cap(text: str) -> str:
@@ -477,12 +543,14 @@ CONSEQUENCE_ORDER = ("running", "queued", "token_usage", "utilization", "power",
                      "aborted")
 
 
-def _consequences(sh: dict[str, Shift], cause: Shift | None) -> list[Shift]:
-    same = "aborted" if cause is not None and cause.signal.key == "gave_up" else None  # the cause itself
-    out = [sh[k] for k in CONSEQUENCE_ORDER if k in sh and sh[k].moved and k != same]
-    if cause is not None:  # capacity signals that moved after the cause (or with it) and are not it
+def _consequences(sh: dict[str, Shift], cause: Shift | None, restates: frozenset[str] = frozenset(),
+                  named: frozenset[str] = frozenset()) -> list[Shift]:
+    """Consequences that moved (less those that restate the cause's own evidence), then capacity signals that moved
+    and are neither the cause nor the evidence of a mechanism named beside it (`named`)."""
+    out = [sh[k] for k in CONSEQUENCE_ORDER if k in sh and sh[k].moved and k not in restates]
+    if cause is not None:
         out += [s for s in sh.values() if s.signal.side == CAPACITY and s.moved and s is not cause
-                and s.signal.key not in ("temperature",)]
+                and s.signal.key not in named]
     return out
 
 
@@ -494,7 +562,13 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     half = half_width(ds.step, window)
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
     dropped = _gate_give_up(ds, sh, base_idx, focus)
-    cands = _candidates(sh, tie=(half + 1) * ds.step)
+    tie = (half + 1) * ds.step  # smoothing blurs timing by this much: closer is "together", not "before"
+    ctx = Context(sh, signals, base_idx, focus, half, tie)
+    ordered = _candidates(ctx)
+    by = [explained_by(ctx, ordered, i) for i in range(len(ordered))]
+    free = [x for x, e in zip(ordered, by) if e is None]  # what no earlier candidate explains
+    cands = [(x.mechanism, x.shift) for x in free] + [(x.mechanism, x.shift) for x, e in zip(ordered, by) if e]
+    explained = {x.mechanism: e.mechanism for x, e in zip(ordered, by) if e is not None}
     breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
     # Demand and capacity moves too faint to name: they keep "no incident" from being said with confidence.
     faint = traces(signals, ds.times, base_idx, focus, half, sh) if not cands else []
@@ -530,15 +604,16 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
                 f"{capacity}{tail}.")
         return Verdict(mech, conf, head, None, [], sh)
     mech, cause = cands[0]
-    conseq = _consequences(sh, cause)
-    tie = (half + 1) * ds.step  # smoothing blurs timing by this much: closer is "together", not "before"
+    named = frozenset(e.key for x in free[1:] for e in BY_MECHANISM[x.mechanism].own)
+    conseq = _consequences(sh, cause, BY_MECHANISM[mech].restates, named)
     early = [s for s in conseq if s.changed_at is not None and cause.changed_at is not None
              and s.changed_at < cause.changed_at - tie]
     strong = cause.signal.side == EVENT or _strength(cause) >= 2.0
     conf = "high" if strong and not early and baseline_ok and independent else ("low" if early and not strong else "medium")
-    demand = _demand_clause(sh, mech == OVERLOAD)
-    if mech == OVERLOAD:
-        head = f"{_cap(TITLES[mech])} ({conf} confidence): {demand} -> overload"
+    on_demand = cause.signal.side == DEMAND
+    demand = _demand_clause(sh, on_demand)
+    if on_demand:
+        head = f"{_cap(TITLES[mech])} ({conf} confidence): {demand} -> {mech}"
     else:
         head = (f"{_cap(TITLES[mech])} ({conf} confidence): {demand}; "
                 f"{cause.describe()}{_when(cause.changed_at)} -> {TITLES[mech]}")
@@ -549,11 +624,13 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
             and s.baseline is not None and s.incident > s.baseline]
     if rose:
         head += f"; {_join(rose)} rose as a consequence (Little's law: running = arrivals × duration)"
-    other = _contributing(mech, cands, tie)
-    if other is not None:
-        head += f"; with {TITLES[other[0]]} contributing ({other[1].describe()}{_when(other[1].changed_at)})"
+    # Every other mechanism that moved on its own (no earlier one explains it through the table), in onset order.
+    for other in sorted(free[1:], key=lambda x: x.onset):
+        head += f"; with {TITLES[other.mechanism]} contributing ({other.shift.describe()}{_when(other.shift.changed_at)})"
+    if explained:
+        head += "; " + "; ".join(f"{TITLES[k]} explained by {TITLES[v]}" for k, v in explained.items())
     head += f"; {breach}."
-    return Verdict(mech, conf, head, cause, cands, sh)
+    return Verdict(mech, conf, head, cause, cands, sh, explained)
 
 
 def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], focus: range) -> list[Shift]:
@@ -577,34 +654,6 @@ def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], fo
         return []
     how = "at no one age" if left.events >= GIVE_UP_MIN else "too few to read an age from"
     return [dataclasses.replace(left, signal=dataclasses.replace(left.signal, label=f"requests aborted ({how})"))]
-
-
-def _contributing(mech: str, cands: list[tuple[str, Shift]], tie: float) -> tuple[str, Shift] | None:
-    """A second mechanism that moved on its own, not as a consequence of the first: more demand measured
-    (arrivals read from SGLang's request counter, longer prompts or outputs) under another cause, or an event
-    (failures, a restart) under another cause. An engine-side slowdown under an overload only when it is at
-    least twice its threshold and came as a step of its own, apart from the demand's by more than the
-    smoothing blurs (a grown batch slows each request from the moment demand rises, and by less: 1.5x at most
-    in the lab's overloads), or, with it, when it is too large for a grown batch (OWN_SLOWDOWN_STRENGTH
-    thresholds, ITL 1.95x: the lab's pure overloads, x3 from light to saturation, moved ITL 1.50x at most,
-    its surge + decode-slowdown pairs 1.95x at least). Otherwise engine slowdowns are not named: they follow
-    from overheating, a lost KV cache, a spec-accept drop or a longer queue as often as they happen on their
-    own. Under a restart or an outage nothing is: counters and queues restart with the server."""
-    if mech in (RESTART, SERVER_DOWN):
-        return None
-    lead = cands[0][1] if cands else None
-    for other, shift in cands[1:]:
-        if other == mech:
-            continue
-        if other == OVERLOAD and shift.signal.side == DEMAND and not shift.signal.inferred:
-            return other, shift
-        if other != OVERLOAD and shift.signal.side == EVENT:
-            return other, shift
-        if mech == OVERLOAD and other in LOAD_LIKE and lead is not None and lead.changed_at is not None \
-                and shift.changed_at is not None and _strength(shift) >= 2.0 \
-                and (abs(shift.changed_at - lead.changed_at) > tie or _strength(shift) >= OWN_SLOWDOWN_STRENGTH):
-            return other, shift
-    return None
 
 
 def _strength(s: Shift) -> float:

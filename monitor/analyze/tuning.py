@@ -1,12 +1,19 @@
-"""How far a signal must move before the post-incident verdict counts it (analysis tuning, used by analyze/ only)."""
+"""How far a signal must move before the post-incident verdict counts it (analysis tuning, used by analyze/ only).
+
+Every threshold here is scaled by the deployment's own data (#32 item 2): a ratio is against the signal's own
+baseline level (the median of the smoothed baseline), an absolute step is added to it, and both count only
+past the baseline's own noise band (3 baseline spreads, monitor/analyze/correlate.CHANGE_Z) for three steps
+running. What is not a threshold on one signal is derived where it is used: the batch's own slowdown from the
+baseline's (running, ITL) points (diagnose.batch_slowdown), the warming a power rise explains from the chip's
+own baseline temperature and power (diagnose._warming_per_power), the retraction rate a baseline allows by the
+rule of three on its own span (diagnose.event_shift).
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
-# Post-incident analysis (monitor/analyze/diagnose.py): how far a demand or capacity signal must move from its
-# baseline, in the direction that hurts, before the verdict counts it (ratio of levels; an absolute step for
-# temperatures and ratios), and how much history a baseline needs before anything is compared with it.
+# Ratios of the signal's own baseline level, in the direction that hurts.
 ANALYSIS_RATE_CHANGE: Final = 1.25  # prompt/output length, per-request decode speed, ITL
 # Arrivals, measured or inferred (finished + change in the system), are Poisson: a 30 s mean of 1.5 req/s swings
 # 15 %, and a 1.25x threshold named overload in a third of the lab's light-load prefill slowdowns.
@@ -14,17 +21,21 @@ ANALYSIS_ARRIVALS_CHANGE: Final = 1.5
 ANALYSIS_PREFILL_CHANGE: Final = 1.5  # prefill time per request, PD stages, KV transfer time
 ANALYSIS_ACCEPT_CHANGE: Final = 1.2  # speculative accept length
 ANALYSIS_KV_SHARE_CHANGE: Final = 2.5  # KV cache per running request (the cache shrank: more than prefill stalls)
-ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate, absolute
 ANALYSIS_CONSEQUENCE_CHANGE: Final = 1.5  # running, queue, KV usage, throughput: named as consequences from here
-# A chip's temperature rise counts from here, unless power rose first (a chip working harder: load, not heat).
-ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 6.0
 ANALYSIS_POWER_RISE: Final = 1.1  # accelerator power: a rise this large before the warming makes it load
-# Accelerator HBM used (fullest chip), absolute share: the KV pool is preallocated, so HBM use is flat with load
-# (the emulator's moves 2 % from idle to full); more is memory something else took.
+# Absolute steps above the signal's own baseline level.
+ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate (a share: a ratio of a small share is noise)
+# A chip's temperature rise counts from here, unless the power the chip drew explains it (diagnose: a die's rise
+# above its inlet is proportional to its power, from its own baseline), or past the throttle temperature.
+ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 6.0
+# Accelerator HBM used (fullest chip), a share of the chip's HBM: SGLang preallocates the KV pool
+# (mem_fraction_static), so HBM use is flat with load; more is memory something else took. Still the emulator's
+# scale (it moves 2 % from idle to full): #32 item 3 (a preallocated pool in the emulator) is where it goes.
 ANALYSIS_HBM_RISE: Final = 0.03
 # A signal that leaves its noise band the way that hurts by this share of its threshold (a ratio's log, an
 # absolute step's size) without reaching it is a trace: "no incident" is then said with low confidence.
 ANALYSIS_TRACE_SHARE: Final = 0.5
+# How the levels are read, in seconds and points of the deployment's own step.
 ANALYSIS_SMOOTH_SECONDS: Final = 30.0  # centred moving mean before levels are compared
 ANALYSIS_MIN_BASELINE_POINTS: Final = 6
 ANALYSIS_MIN_BASELINE_SECONDS: Final = 60.0

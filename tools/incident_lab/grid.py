@@ -247,9 +247,11 @@ class Result:
 
 
 def named_in_first_line(rep: Report) -> tuple[str, ...]:
-    """The verdict's mechanism, then the other candidates its first line names by their title."""
+    """The verdict's mechanism, then the other candidates its headline names as contributing (not those it says an
+    earlier candidate explains: "engine-side decode slowdown explained by overload" names no second cause)."""
     v, head = rep.verdict, rep.verdict.headline.lower()
-    others = [mech for mech, _ in v.candidates if mech != v.mechanism and m.TITLES[mech].lower() in head]
+    others = [mech for mech, _ in v.candidates if mech != v.mechanism and mech not in getattr(v, "explained", {})
+              and f"with {m.TITLES[mech].lower()} contributing" in head]
     return tuple(dict.fromkeys([v.mechanism, *others]))
 
 

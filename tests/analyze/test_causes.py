@@ -1,0 +1,123 @@
+"""The causal table (monitor/analyze/causes.py) is the only place that says which mechanism explains which (#32
+item 1): its names resolve, diagnose.py branches on no mechanism, and a pair reads the same in either order."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from monitor.analyze import causes, diagnose
+from monitor.analyze.causes import CAUSES, TITLES
+from monitor.analyze.report import analyze
+from monitor.slo.histogram import Hist
+from tests.analyze.test_baseline import N
+from tests.analyze.test_diagnose import _engine, _with
+
+ROOT = Path(__file__).resolve().parents[2]
+DIAGNOSE = ROOT / "monitor" / "analyze" / "diagnose.py"
+SIGNAL_KEYS = frozenset(re.findall(r'(?:Signal|ratio_signal)\("([a-z_]+)"',
+                                   (ROOT / "monitor" / "analyze" / "signals.py").read_text()))
+MECHANISM_NAMES = frozenset(k for k, v in vars(causes).items() if k.isupper() and isinstance(v, str) and v in TITLES)
+# Comparisons on a signal's key that diagnose.py keeps, each for a reason the table cannot carry:
+# `"power" in signals`: the warming-per-power gate reads the power series when there is one;
+# the demand clause names arrivals, prompt and output length by their percentage (presentation only).
+KEYED_ON_SIGNALS = 2
+
+
+def special_cases(source: str) -> list[tuple[int, list[str]]]:
+    """Comparisons in `source` keyed on a mechanism (a name from causes.py) or a signal's key (a literal)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        keys = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in MECHANISM_NAMES}
+                      | {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in SIGNAL_KEYS})
+        if keys:
+            out.append((node.lineno, keys))
+    return out
+
+
+def test_every_name_in_the_table_resolves():
+    mechanisms = {c.mechanism for c in CAUSES}
+    assert len(mechanisms) == len(CAUSES), "a mechanism has two rows"
+    for c in CAUSES:
+        assert c.mechanism in TITLES and c.why and c.onset
+        for e in c.own:
+            assert e.key in SIGNAL_KEYS, (c.mechanism, e.key)
+            assert not e.gate or e.gate in diagnose.GATES, (c.mechanism, e.gate)
+        for k in (*c.explains, *c.restates):
+            assert k in SIGNAL_KEYS, (c.mechanism, k)
+        for mv in c.moves:
+            assert mv.mechanism in mechanisms and mv.mechanism != c.mechanism, (c.mechanism, mv)
+            assert mv.test in diagnose.TESTS and mv.why, (c.mechanism, mv)
+            own = {e.key for e in causes.BY_MECHANISM[mv.mechanism].own}
+            assert mv.signals <= own, (c.mechanism, mv)
+    owners: dict[str, str] = {}
+    for c in CAUSES:  # a signal is one mechanism's own: else it could not tell them apart
+        for e in c.own:
+            assert owners.setdefault(e.key, c.mechanism) == c.mechanism, e.key
+
+
+def test_diagnose_branches_on_no_mechanism_and_on_few_signal_keys():
+    found = special_cases(DIAGNOSE.read_text())
+    assert not [f for f in found if set(f[1]) & MECHANISM_NAMES], found
+    assert len(found) <= KEYED_ON_SIGNALS, found
+
+
+def test_the_special_case_count_catches_a_planted_pair_branch():
+    planted = DIAGNOSE.read_text() + "\n\ndef _planted(mech, lead):\n    return mech == OVERLOAD and lead == 'itl_mean'\n"
+    found = special_cases(planted)
+    assert len(found) == len(special_cases(DIAGNOSE.read_text())) + 2  # the mechanism and the signal compared
+    assert any("OVERLOAD" in keys for _, keys in found), found
+
+
+def _arrived(at: int) -> list[float]:
+    return [2.0] * at + [4.0] * (N - at)
+
+
+@pytest.mark.parametrize(("slow_at", "busy_at", "first", "second"), [
+    (80, 95, diagnose.DECODE_SLOWDOWN, diagnose.OVERLOAD),
+    (95, 80, diagnose.OVERLOAD, diagnose.DECODE_SLOWDOWN),
+])
+def test_a_pair_names_the_one_that_began_first_and_the_other_in_either_order(slow_at, busy_at, first, second):
+    """A measured surge and a halved decode speed 150 s apart: whichever began first is the cause, the other is
+    named beside it. Before the table, a decode slowdown followed by a surge read "overload" (30 of 30 in the
+    reshaped lab): a slowdown could never lead while measured demand rose."""
+    v = analyze(_engine(slow_at, busy_at, rate__arrived_total=_arrived(busy_at)), 600, 1190, 60).verdict
+    assert v.mechanism == first, v.headline
+    assert f"with {TITLES[second]} contributing" in v.headline, v.headline
+
+
+def _mean_hist(means: list[float], per_step: float = 100.0) -> tuple[Hist, ...]:
+    """A cumulative histogram whose events in each step average `means[i]` (one bucket: only the mean is read)."""
+    total = count = 0.0
+    out = []
+    for m in means:
+        total += per_step * m
+        count += per_step
+        out.append(Hist((float("inf"),), (count,), total, count))
+    return tuple(out)
+
+
+def test_a_slowdown_within_what_the_grown_batch_makes_is_explained_not_named():
+    """The deployment's own speed per batch size: a baseline whose step time grows with its running requests
+    (a step is the weights read once plus each request's KV) explains a slower step at the surge's bigger batch
+    (ITL up ~1.3x as the batch doubles); a step 2.2x slower than that is a slowdown of its own."""
+    rows = {}
+    for extra in (1.0, 2.2):
+        run = [20.0 + (i % 7) for i in range(80)] + [40.0 + (i % 7) for i in range(N - 80)]
+        itl = [0.02 * (1 + r / 40) * (extra if i >= 80 else 1.0) for i, r in enumerate(run)]
+        ds = _engine(None, 80, rate__arrived_total=_arrived(80))
+        ds.series["load.server.num_running_reqs"] = dataclasses.replace(
+            ds.series["load.server.num_running_reqs"], values=tuple(run))
+        rows[extra] = analyze(_with(ds, {"itl": _mean_hist(itl)}, {}), 600, 1190, 60).verdict
+    alone, both = rows[1.0], rows[2.2]
+    assert alone.shifts["itl_mean"].moved, alone.headline  # ITL rose past its threshold with the batch alone
+    assert alone.mechanism == diagnose.OVERLOAD and "contributing" not in alone.headline, alone.headline
+    assert "engine-side decode slowdown explained by overload" in alone.headline, alone.headline
+    assert both.mechanism == diagnose.OVERLOAD, both.headline
+    assert "with engine-side decode slowdown contributing" in both.headline, both.headline
