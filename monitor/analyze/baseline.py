@@ -11,6 +11,7 @@ is too short as well the baseline is marked untrusted and the report says to pas
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,8 +111,18 @@ def choose_baseline(ds: Dataset, t1: float, t2: float, window: float, first_onse
                          f"({iso(ds.times[idx[0]])} → {iso(hi)})")
         return Baseline(ds.times[idx[0]] - ds.step, hi, tuple(idx), True, "before the range", notes)
     # Too little before the range: the healthy start of the range itself, up to one window before the breach.
-    alt_hi = (first_onset - window) if first_onset is not None else t2
-    alt, alt_notes = usable(ds, t1, alt_hi, window) if alt_hi > t1 else ([], [])
+    # With no breach to end it, only as much as a baseline needs, after what was usable before --from: the whole
+    # range would leave nothing to compare with it (a restart or a surge that breached nothing read as "no
+    # incident", #32 item 6).
+    if first_onset is not None:
+        alt_hi = first_onset - window
+        alt, alt_notes = usable(ds, t1, alt_hi, window) if alt_hi > t1 else ([], [])
+    else:
+        both, alt_notes = usable(ds, lo, t2, window)
+        before = [i for i in both if ds.times[i] <= t1 + 1e-6]
+        more = max(0, math.ceil((need - len(before) * ds.step) / ds.step - 1e-9))
+        alt = before + [i for i in both if ds.times[i] > t1 + 1e-6][:more]
+        alt_hi = ds.times[alt[-1]] if alt else t1
     lost = (f"baseline before --from unusable ({len(idx) * ds.step:g} s of data, want {need:g} s"
             + (f": {'; '.join(notes)}" if notes else "") + ")")
     if len(alt) * ds.step >= need:

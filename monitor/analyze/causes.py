@@ -100,25 +100,29 @@ EVENT_ONSET: Final = "the first step with more events than the baseline's most"
 # Tests of `Moves` (diagnose.TESTS):
 #   after: the moved signal's onset is not before the mover's (within the smoothing's blur): a consequence
 #          cannot lead its cause.
-#   soon:  it began while the mover lasted or within two blurs after it (a restart's warm-up and backlog).
+#   soon:  it began while the mover lasted or within two blurs after it (a restart's cold cache).
+#   backlog: soon, and the arrivals above the baseline's rate add up to no more than what the baseline's rate
+#          brought while the server was away (conservation: a resent backlog, not a surge).
+#   same:  after, and no slower than the mover's other phases are (a throttle slows decode and prefill alike): a
+#          phase slower than the others by one of its thresholds is slowed by something else too.
+#   bounded: after, and no slower than the mover itself: a step made of a slower part slows at most as much.
+#   count: after, and no more events than the mover's (each failure explains one abort, not more).
 #   batch: after, and the slowdown is within what the grown batch makes on this deployment: the baseline's own
 #          ITL against running requests, fitted (upper 95 % slope), at the incident's running level.
 #   work:  after, and the slowdown is within the growth of prefill work arriving (arrivals x prompt length): a
 #          chunked prefill shares its token budget with the prefills beside it, so a request's prefill grows at
 #          most in proportion to them.
-_THROTTLE = "a throttled chip runs every kernel slower (NPU/GPU clocks scale all phases)"
+_THROTTLE = "a throttled chip runs every kernel slower (NPU/GPU clocks scale all phases alike)"
 _RESTART_MOVES = (
     Moves(SERVER_DOWN, "soon", "the server is unreachable while it restarts"),
     Moves(RESTART, "soon", "a server that was down comes back as a new process: its counters restart"),
     Moves(GATEWAY_ERRORS, "soon", "the gateway fails requests to a server that is gone"),
-    Moves(CLIENT_GIVE_UP, "soon", "requests in flight are cut with the process"),
     Moves(KV_TRANSFER_FAILURE, "soon", "PD bootstraps to a server that is gone fail"),
-    Moves(DECODE_SLOWDOWN, "soon", "a new process warms up (CUDA graphs, caches) under its backlog"),
-    Moves(PREFILL_SLOWDOWN, "soon", "a new process warms up under its backlog"),
-    Moves(OVERLOAD, "soon", "the radix cache starts empty, and the backlog clients resend arrives at once",
-          frozenset({"cache_hit", "arrivals"})),
+    Moves(PREFILL_SLOWDOWN, "soon", "a new process's radix cache starts empty: every prompt is prefilled whole"),
+    Moves(OVERLOAD, "soon", "a new process's radix cache starts empty", frozenset({"cache_hit"})),
+    Moves(OVERLOAD, "backlog", "what clients could not send while the server was away arrives when it is back",
+          frozenset({"arrivals"})),
 )
-
 # Most specific first: among candidates that moved together, the earlier entry leads.
 CAUSES: Final[tuple[Cause, ...]] = (
     Cause(SERVER_DOWN, (Evidence("targets_down", 0.0),), EVENT_ONSET, ("finished", "throughput", "running"),
@@ -127,10 +131,10 @@ CAUSES: Final[tuple[Cause, ...]] = (
           (_RESTART_MOVES[0], *_RESTART_MOVES[2:]), "counters that fall (a new process): the reset rule"),
     Cause(KV_TRANSFER_FAILURE, (Evidence("transfer_failed", 0.0), Evidence("bootstrap_failed", 0.0)), EVENT_ONSET,
           ("aborted",), (Moves(GATEWAY_ERRORS, "after", "a failed transfer fails its request at the gateway"),
-                         Moves(CLIENT_GIVE_UP, "after", "a failed transfer aborts its request")),
+                         Moves(CLIENT_GIVE_UP, "count", "a failed transfer aborts its request: one abort each")),
           "SGLang's disaggregation counters (sglang:num_transfer_failed_reqs, num_bootstrap_failed_reqs)"),
     Cause(ACCELERATOR_UNHEALTHY, (Evidence("unhealthy", 0.0),), EVENT_ONSET, ("utilization",),
-          (Moves(DECODE_SLOWDOWN, "after", _THROTTLE), Moves(PREFILL_SLOWDOWN, "after", _THROTTLE),
+          (Moves(DECODE_SLOWDOWN, "same", _THROTTLE), Moves(PREFILL_SLOWDOWN, "same", _THROTTLE),
            Moves(RESTART, "after", "a faulted chip's server is restarted"),
            Moves(SERVER_DOWN, "after", "a faulted chip's server stops answering")),
           "npu-smi health / DCGM health / NVML: a chip reported not OK"),
@@ -141,17 +145,18 @@ CAUSES: Final[tuple[Cause, ...]] = (
           "(monitor/analyze/giveup.py) are a timeout", restates=frozenset({"aborted"})),
     Cause(ACCELERATOR_OVERHEAT, (Evidence("temperature", ANALYSIS_TEMPERATURE_RISE_CELSIUS, absolute=True),),
           LEVEL_ONSET, ("power",),
-          (Moves(DECODE_SLOWDOWN, "after", _THROTTLE), Moves(PREFILL_SLOWDOWN, "after", _THROTTLE),
-           Moves(KV_TRANSFER_SLOWDOWN, "after", _THROTTLE)),
+          (Moves(DECODE_SLOWDOWN, "same", _THROTTLE), Moves(PREFILL_SLOWDOWN, "same", _THROTTLE),
+           Moves(KV_TRANSFER_SLOWDOWN, "same", _THROTTLE)),
           "a die warms above its inlet in proportion to its power; one that warms beyond what its power explains "
           "is cooled badly (diagnose: the gate in `shifts`)"),
     Cause(SPEC_ACCEPT_DROP, (Evidence("accept_length", ANALYSIS_ACCEPT_CHANGE),), LEVEL_ONSET, ("throughput",),
-          (Moves(DECODE_SLOWDOWN, "after", "fewer accepted tokens per verify step: a longer ITL per token"),),
+          (Moves(DECODE_SLOWDOWN, "bounded", "fewer accepted tokens per verify step: a longer ITL per token, by as "
+                 "much as the accept length fell"),),
           "sglang:spec_accept_length (EAGLE / n-gram): tokens accepted per verify step"),
     Cause(KV_CAPACITY, (Evidence("retractions", 0.0), Evidence("kv_per_running", ANALYSIS_KV_SHARE_CHANGE),
                         Evidence("hbm", ANALYSIS_HBM_RISE, absolute=True)), LEVEL_ONSET, ("token_usage", "queued"),
-          (Moves(DECODE_SLOWDOWN, "after", "retracted requests decode again after a re-prefill"),
-           Moves(PREFILL_SLOWDOWN, "after", "retracted requests are prefilled again")),
+          (Moves(DECODE_SLOWDOWN, "batch", "the pool holds the running requests' KV: a step is as slow as its batch"),
+           Moves(PREFILL_SLOWDOWN, "work", "retracted requests are prefilled again, beside the arriving ones")),
           "SGLang preallocates the KV pool (mem_fraction_static): a pool that shrank holds fewer tokens per "
           "running request and retracts decodes (sglang:num_retracted_reqs)"),
     # Inferred arrivals (finished + the change of requests in the system) also rise when a slower engine holds
@@ -169,10 +174,10 @@ CAUSES: Final[tuple[Cause, ...]] = (
           "token counters"),
     Cause(KV_TRANSFER_SLOWDOWN, (Evidence("kv_transfer_latency", ANALYSIS_PREFILL_CHANGE),), LEVEL_ONSET,
           ("queued", "running"),
-          (Moves(PREFILL_SLOWDOWN, "after", "a PD prefill waits for its transfer before it frees its slot"),),
+          (Moves(PREFILL_SLOWDOWN, "bounded", "a PD prefill waits for its transfer before it frees its slot"),),
           "SGLang's PD transfer latency (sglang:kv_transfer_latency_ms)"),
     Cause(PREFILL_SLOWDOWN, (Evidence("prefill_time", ANALYSIS_PREFILL_CHANGE),), LEVEL_ONSET, ("queued",),
-          (Moves(DECODE_SLOWDOWN, "after", "on a mixed server prefill chunks run between decode steps"),),
+          (Moves(DECODE_SLOWDOWN, "bounded", "on a mixed server prefill chunks run between decode steps"),),
           "TTFT less the queue wait (mixed), less the other PD stages (PD), or the prefill_forward stage"),
     # ITL is each request's decode speed measured per token; throughput over the running gauge is two noisy samples
     # of a swinging batch (a busy server's ratio swings 1.3x on its own): read only without ITL ("fallback").

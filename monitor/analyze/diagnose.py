@@ -49,7 +49,7 @@ from monitor.analyze.causes import (
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.giveup import GIVE_UP_MIN, give_up
 from monitor.analyze.model import Dataset, Values
-from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, Signal, derive
+from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, SYMPTOM, Signal, derive
 from monitor.analyze.sli import SliTrack
 from monitor.analyze.steady import bad_shares, steady
 from monitor.analyze.timeparse import iso
@@ -479,7 +479,46 @@ def _work(c: Context, lead: Candidate, other: Candidate) -> bool:
     return _slowdown(other.shift) <= grow
 
 
-TESTS: Final = {"after": _after, "soon": _soon, "batch": _batch, "work": _work}
+def _slack(s: Shift) -> float:
+    """One of the signal's own thresholds: what its noise may add before a size test says "more"."""
+    return _thresholds().get(s.signal.key, (CONSEQUENCE_RATIO, False))[0]
+
+
+def _bounded(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """After, and no slower than the mover's own move (a step made of a slower part slows at most as much)."""
+    return _after(c, lead, other) and _slowdown(other.shift) <= _slowdown(lead.shift) * _slack(other.shift)
+
+
+def _same(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """After, and no slower than the mover's other phases (a throttle slows every phase alike): compared with the
+    slowest of the other phase signals it can move that moved; with none of them moved, after is enough."""
+    if not _after(c, lead, other):
+        return False
+    keys = {e.key for mv in BY_MECHANISM[lead.mechanism].moves for e in BY_MECHANISM[mv.mechanism].own
+            if mv.test == "same"} - {e.key for e in BY_MECHANISM[other.mechanism].own}
+    phases = [_slowdown(c.sh[k]) for k in keys if k in c.sh and c.sh[k].moved]
+    return not phases or _slowdown(other.shift) <= max(phases) * _slack(other.shift)
+
+
+def _backlog(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """Soon, and the arrivals above the baseline's rate add up to no more than what that rate brought while the
+    server was away, twice over (a resent backlog, by conservation; more is a surge)."""
+    if not _soon(c, lead, other) or other.shift.baseline is None:
+        return False
+    base, sig = other.shift.baseline, other.shift.signal
+    step = (c.tie / (c.half + 1)) if c.half >= 0 else 0.0
+    extra = sum(max((sig.values[i] or 0.0) - base, 0.0) * step for i in c.focus if sig.values[i] is not None)
+    away = max(lead.shift.seconds, step)
+    return extra <= 2 * base * away
+
+
+def _per_event(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """After, and no more events than the mover's (one failure explains one abort)."""
+    return _after(c, lead, other) and other.shift.events <= lead.shift.events
+
+
+TESTS: Final = {"after": _after, "soon": _soon, "batch": _batch, "work": _work, "bounded": _bounded,
+                "same": _same, "backlog": _backlog, "count": _per_event}
 
 
 def _candidates(c: Context) -> list[Candidate]:
@@ -574,8 +613,11 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     faint = traces(signals, ds.times, base_idx, focus, half, sh) if not cands else []
     if not cands and breached and baseline_ok:
         queue = sh.get("queued")
+        moved = [s for s in sh.values() if s.moved and s.signal.side == CONSEQUENCE]
+        level = not _level_moved(signals, ds.times, base_idx, focus, half)
         held = steady(bad_shares(tracks, breached, base_idx, focus), queue.baseline if queue else None,
-                      bursts=not faint and queue is not None and queue.moved)
+                      bursts=not faint and queue is not None and queue.moved,
+                      quiet=not faint and not moved and not dropped and level, level_held=level)
         if held is not None:
             # Low: a weak incident (a slowdown of 1.3x on a busy server) can hide in the same noise.
             conf = "low"
@@ -631,6 +673,16 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         head += "; " + "; ".join(f"{TITLES[k]} explained by {TITLES[v]}" for k, v in explained.items())
     head += f"; {breach}."
     return Verdict(mech, conf, head, cause, cands, sh, explained)
+
+
+def _level_moved(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequence[int], focus: range,
+                 half: int) -> bool:
+    """An SLI's own mean (TPOT, TTFT) left its baseline's noise by a trace's share of a consequence's threshold:
+    its whole level moved, not only its tail (a tail that breaches while the mean holds is the load's own spread;
+    a mean 1.5x higher with nothing else moved is something the deployment does not expose)."""
+    faint = CONSEQUENCE_RATIO ** ANALYSIS_TRACE_SHARE
+    return any(level_shift(s, times, base_idx, focus, half, faint).moved for s in signals.values()
+               if s.side == SYMPTOM)
 
 
 def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], focus: range) -> list[Shift]:

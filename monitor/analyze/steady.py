@@ -5,12 +5,18 @@ Three shapes, read from the baseline the verdict compares with:
 
 - as before: every breached SLI's bad share over the range is no worse than in the baseline (within
   STEADY_WORSE), or under STEADY_MARGIN times its error budget (noise at the objective's edge);
+- already: every breached SLI's baseline already spent more than its budget and the SLI's mean level held
+  (the objective did not hold before the range either; a baseline of a minute or two holds few of a busy
+  server's bursts, so how much worse the range's tail is says little while its level holds);
 - no headroom: requests were already queueing through the baseline (median queue >= STEADY_QUEUE): the
   server runs at its capacity, where arrivals' own bursts build queues that breach TTFT and TPOT with no
   change at all (a queue near saturation is a random walk);
 - bursts: the queue grew while no demand or capacity signal left its noise band, not even by part of its
   threshold (diagnose.traces): a busy server's queue swings with the arrivals' own bursts (Poisson arrivals
-  at 60 % utilisation queue now and then), and a breach made only of such a swing is not an incident.
+  at 60 % utilisation queue now and then), and a breach made only of such a swing is not an incident;
+- quiet: nothing at all left its noise band, no demand or capacity signal (not even by part of its
+  threshold), no consequence, no event: nothing the deployment exposes changed, so what breached is the
+  spread of its own latencies at this load.
 
 Each is a capacity-planning finding (add capacity, or revisit the target), not something to page on. Pure.
 """
@@ -72,7 +78,7 @@ def bad_shares(tracks: dict[str, SliTrack], slis: Sequence[str], base_idx: Seque
 class Steady:
     """Why a breach with nothing moved is the steady state (`kind`), and what says so."""
 
-    kind: str  # "as_before" | "no_headroom" | "bursts"
+    kind: str  # "as_before" | "no_headroom" | "already" | "bursts" | "quiet"
     shares: tuple[BadShare, ...]
     queued: float | None  # median requests waiting in the baseline
 
@@ -82,21 +88,32 @@ class Steady:
             return (f"requests were already queueing through the baseline (median {self.queued:.1f} waiting): the "
                     f"deployment runs at its capacity, where the arrivals' own bursts build queues that breach "
                     f"({shares})")
+        if self.kind == "already":
+            return f"the objective did not hold in the baseline either, and the SLIs' mean level held ({shares})"
+        if self.kind == "quiet":
+            return (f"nothing in demand, capacity or their consequences left the baseline's noise: the breach is "
+                    f"the spread of this load's own latencies ({shares})")
         if self.kind == "bursts":
             return (f"only the queue grew, while demand and capacity stayed within their noise: the arrivals' own "
                     f"bursts queue a busy server now and then ({shares})")
         return f"the SLIs were as bad before, or only at the objective's edge ({shares})"
 
 
-def steady(shares: list[BadShare], queued_baseline: float | None, bursts: bool = False) -> Steady | None:
+def steady(shares: list[BadShare], queued_baseline: float | None, bursts: bool = False,
+           quiet: bool = False, level_held: bool = False) -> Steady | None:
     """The steady-state reading of a breach with nothing moved, or None (then it is unexplained). `bursts`:
-    the queue moved and nothing else left its noise band."""
+    the queue moved and nothing else left its noise band; `quiet`: nothing at all did; `level_held`: the
+    breached SLIs' mean level stayed within its noise (only their tail breached)."""
     if not shares:
         return None
     if all(s.as_before for s in shares):
         return Steady("as_before", tuple(shares), queued_baseline)
     if queued_baseline is not None and queued_baseline >= STEADY_QUEUE:
         return Steady("no_headroom", tuple(shares), queued_baseline)
+    if level_held and all(s.baseline is not None and s.baseline > s.budget for s in shares):
+        return Steady("already", tuple(shares), queued_baseline)
     if bursts:
         return Steady("bursts", tuple(shares), queued_baseline)
+    if quiet:
+        return Steady("quiet", tuple(shares), queued_baseline)
     return None

@@ -32,7 +32,8 @@ KINDS: tuple[str, ...] = (
     "queue_buildup",  # arrivals x `factor`: queue grows, TTFT and TPOT rise
     "restart",  # counters reset (fresh registry, new pid); down for `duration` if given
     "down",  # listener closed: the port refuses connections until it ends
-    "npu_overheat",  # chip heats (HEAT_PER_SLOWDOWN per unit of `factor`) and throttles: decode up to `factor` slower
+    "npu_overheat",  # chip heats (HEAT_PER_SLOWDOWN per unit of `factor`) and throttles: decode and prefill up to
+    # `factor` slower (a throttle lowers the clocks every kernel runs at, not one phase's)
     "hbm_full",  # HBM use and token_usage near 100 %: `factor` (0..1) of the KV slots is left; the excess retracted
     "metrics_disabled",  # /metrics answers 404 (server launched without --enable-metrics)
     "kv_transfer_failure",  # PD: this share (`factor`, 0..1) of KV transfers fails; the request aborts
@@ -265,7 +266,7 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
             transfer_ok *= 1.0 - inc.factor * k
         elif inc.kind == "client_timeout":
             patience = inc.factor if patience is None else min(patience, inc.factor)
-    return Effects(tpot * throttle, ttft, arrivals, kv_share=kv_share, accept_drop=accept_drop, **flags,
+    return Effects(tpot * throttle, ttft * throttle, arrivals, kv_share=kv_share, accept_drop=accept_drop, **flags,
                    heat=heat, throttle=throttle, transfer_failure=1.0 - transfer_ok, client_timeout=patience)
 
 

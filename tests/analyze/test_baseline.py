@@ -84,3 +84,16 @@ def test_cli_rejects_a_baseline_that_is_not_a_range(tmp_path):
     args.baseline = "500..1500"
     with pytest.raises(ValueError, match="must end at or before --from"):
         build_report(args, now=lambda: 3000.0, progress=lambda _: None)
+
+
+def test_without_a_breach_the_fallback_baseline_leaves_the_range_to_compare_with():
+    """#32 item 6: data from 100 s, the range 150..1190 s (its default baseline holds 50 s of data, less its
+    warm-up) and nothing breached: before, the fallback baseline was the whole range, so a restart or a surge that
+    breached nothing could never move. Now it is the usable data before --from and only as much of the range as a
+    baseline needs."""
+    finished = [None] * 10 + _noisy(2.0, 3, N - 10)
+    ds = _dataset(finished)
+    b = choose_baseline(ds, 150, 1190, 10, None)
+    assert b.source == "start of the range" and b.trusted
+    assert b.end < 300, b
+    assert len(b.indices) * STEP >= 60

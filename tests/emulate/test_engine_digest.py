@@ -7,7 +7,9 @@ a client that hangs up, a lone PD half that times out, a --fake-prefill decode h
 every incident kind, and hashes what /metrics renders at checkpoints along the way, the NPU exporter's
 page, the control state and the request log. The digests were recorded on the engine before the split, and
 recorded again when issue #23 made overheating thermal (a chip heats and cools with the magnitude) and a
-full HBM shrink the KV pool by the share lost: an intended change of behaviour, not a refactor.
+full HBM shrink the KV pool by the share lost: an intended change of behaviour, not a refactor; and again when
+issue #32 item 3 made an overheating chip's throttle slow its prefill too (a throttle lowers the clocks every
+kernel runs at).
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ CHECKPOINTS = (2.0, 60.0, 130.0, 150.0, 205.0, 215.0, 290.0, 341.0, 348.5, 360.0
 
 # sha256 of (the /metrics pages at every checkpoint, NPU pages, state) and of the request log.
 DIGESTS = {
-    "mixed": ("f07433ed9a27a6b6ad9bc605c939e75d3ca5e87283cca066ccbd0fbab11d4bf3",
-              "b09f77e410d6d533fd719cde52dfffd458103068c082e573a49eb3338e5c9ca9"),
-    "pd": ("c99ca84d1f1055b1960817dc46b8650a06b6d8957b670d8b0af0bb539b6dbaf7",
-           "eed85e892c42b995cf43dcee18b5338a2d7128c844acee86439327fbb91312b1"),
+    "mixed": ("af2985f205a668f75311765d48bee3c7e96704f10f9eb47ec81791459a4f7c75",
+              "b8eecc00ed0a9d6a554f8f35f9926cdf4e3b16acfef4ccada89ba925bed3c5b2"),
+    "pd": ("ef50d8e912d0255afa3dc3e74e6ea5d2efe8bc676085e5a5f43d6603e6c268b1",
+           "62c2a3e147029ddac6f97b24fefff909f5ac1a3ade2848508b9e83870bf7c4ee"),
 }
 
 
