@@ -8,11 +8,13 @@ consequences, never as the cause.
 
 Each signal is smoothed (a centred moving mean, ANALYSIS_SMOOTH_SECONDS), compared with its baseline level
 (median) and counted as moved when it left the baseline band (3 baseline spreads) by at least its
-threshold (conventions.ANALYSIS_*) for three steps running; events (restarts, targets down, failures,
-retractions) count when they happen more than in the baseline. Every mechanism whose evidence moved is a
-candidate; the one that moved first is the cause; candidates that moved within the smoothing window of
-each other are ordered by how specific they are (a restart or an overheating chip explains a decode
-slowdown, not the other way round; a demand rise explains a slower batch).
+threshold (analyze/tuning.py) for three steps running; events (restarts, targets down, failures,
+retractions) count when they happen more than in the baseline. Which mechanism explains which is declared in
+one table (monitor/analyze/causes.py) and read here in one generic pass: every mechanism whose own evidence
+moved (and passed its gate) is a candidate; candidates are ordered by onset, those within the smoothing's
+blur of the first by the table's order; one is explained only through a table entry of a candidate before it,
+under that entry's test (TESTS: timing and size, each over the deployment's own data); the first unexplained
+one is the cause and the other unexplained ones are named beside it.
 """
 
 from __future__ import annotations
