@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.hot_path", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"record the figure in {FIGURE.name}")
     args = ap.parse_args(argv)
-    got = measure(rounds=9)
+    # The figure the suite compares with: the median of three measurements, so that one noisy sitting (a client
+    # parse slowed by other load) does not commit a ratio the suite's own measurement then drifts 1.4x from.
+    got = sorted((measure(rounds=9) for _ in range(3 if args.write else 1)), key=lambda g: g["ratio"])[
+        1 if args.write else 0]
     print(f"sidecar parse + update {got['sidecar_ms']:.2f} ms, prometheus_client {got['prometheus_client_ms']:.1f} ms,"
           f" ratio {got['ratio']:.5f}")
     if args.write:
