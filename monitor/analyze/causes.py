@@ -193,3 +193,6 @@ BY_MECHANISM: Final = {c.mechanism: c for c in CAUSES}
 def thresholds() -> dict[str, tuple[float, bool]]:
     """Signal key -> (threshold, absolute) over every mechanism's own signals."""
     return {e.key: (e.threshold, e.absolute) for c in CAUSES for e in c.own}
+
+
+THRESHOLDS: Final = thresholds()  # the table is fixed: read once, not on every test of every candidate

@@ -43,10 +43,10 @@ from monitor.analyze.causes import (
     SERVER_DOWN,
     SPEC_ACCEPT_DROP,
     STEADY_BREACH,
+    THRESHOLDS,
     TITLES,
     UNEXPLAINED,
     Evidence,
-    thresholds,
 )
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.giveup import GIVE_UP_MIN, give_up
@@ -103,7 +103,7 @@ class Shift:
         if b is None or i is None:
             return f"{s.label}: no baseline"
         verb = "rose" if i > b else "fell"
-        if _thresholds().get(s.key, (0.0, s.unit == "°C"))[1]:
+        if THRESHOLDS.get(s.key, (0.0, s.unit == "°C"))[1]:
             amount = f"{'+' if i >= b else '−'}{_val(abs(i - b), s.unit)}"
         else:
             r = self.ratio
@@ -286,10 +286,6 @@ def event_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
     return Shift(sig, rate, mean, first if moved else None, moved, total)
 
 
-def _thresholds() -> dict[str, tuple[float, bool]]:
-    return thresholds()
-
-
 def half_width(step: float, window: float) -> int:
     """Points each side of the centred mean: ANALYSIS_SMOOTH_SECONDS, never more than half the SLI window."""
     return max(1, round(min(ANALYSIS_SMOOTH_SECONDS, window / 2) / step / 2))
@@ -297,7 +293,7 @@ def half_width(step: float, window: float) -> int:
 
 def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequence[int], focus: range,
            step: float, half: int) -> dict[str, Shift]:
-    th = _thresholds()
+    th = THRESHOLDS
     out = {}
     for key, sig in signals.items():
         if sig.side == EVENT:
@@ -351,7 +347,7 @@ def traces(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
     ANALYSIS_TRACE_SHARE of their threshold, without counting as moved: a weak incident's footprint (a 1.3x
     prefill slowdown under a 1.5x threshold), too faint to name, too large to call nothing."""
     out = []
-    for key, (th, absolute) in _thresholds().items():
+    for key, (th, absolute) in THRESHOLDS.items():
         sig, done = signals.get(key), sh.get(key)
         if sig is None or sig.side not in (DEMAND, CAPACITY) or done is None or done.moved:
             continue
@@ -371,6 +367,7 @@ class Context:
     base_idx: Sequence[int]
     focus: range
     half: int
+    step: float  # seconds between grid points
     tie: float  # the smoothing's blur in seconds: onsets closer than this are "together"
 
 
@@ -465,8 +462,7 @@ def _batch(c: Context, lead: Candidate, other: Candidate) -> bool:
     if not _after(c, lead, other):
         return False
     grown = batch_slowdown(c, other.shift.signal.key)
-    th = _thresholds().get(other.shift.signal.key, (CONSEQUENCE_RATIO, False))[0]
-    return grown is not None and _slowdown(other.shift) <= grown * th
+    return grown is not None and _slowdown(other.shift) <= grown * _slack(other.shift)
 
 
 def _work(c: Context, lead: Candidate, other: Candidate) -> bool:
@@ -483,7 +479,7 @@ def _work(c: Context, lead: Candidate, other: Candidate) -> bool:
 
 def _slack(s: Shift) -> float:
     """One of the signal's own thresholds: what its noise may add before a size test says "more"."""
-    return _thresholds().get(s.signal.key, (CONSEQUENCE_RATIO, False))[0]
+    return THRESHOLDS.get(s.signal.key, (CONSEQUENCE_RATIO, False))[0]
 
 
 def _bounded(c: Context, lead: Candidate, other: Candidate) -> bool:
@@ -508,9 +504,8 @@ def _backlog(c: Context, lead: Candidate, other: Candidate) -> bool:
     if not _soon(c, lead, other) or other.shift.baseline is None:
         return False
     base, sig = other.shift.baseline, other.shift.signal
-    step = (c.tie / (c.half + 1)) if c.half >= 0 else 0.0
-    extra = sum(max((sig.values[i] or 0.0) - base, 0.0) * step for i in c.focus if sig.values[i] is not None)
-    away = max(lead.shift.seconds, step)
+    extra = sum(max((sig.values[i] or 0.0) - base, 0.0) * c.step for i in c.focus if sig.values[i] is not None)
+    away = max(lead.shift.seconds, c.step)
     return extra <= 2 * base * away
 
 
@@ -604,7 +599,7 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
     dropped = _gate_give_up(ds, sh, base_idx, focus)
     tie = (half + 1) * ds.step  # smoothing blurs timing by this much: closer is "together", not "before"
-    ctx = Context(sh, signals, base_idx, focus, half, tie)
+    ctx = Context(sh, signals, base_idx, focus, half, ds.step, tie)
     ordered = _candidates(ctx)
     by = [explained_by(ctx, ordered, i) for i in range(len(ordered))]
     free = [x for x, e in zip(ordered, by) if e is None]  # what no earlier candidate explains
@@ -712,7 +707,7 @@ def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], fo
 
 def _strength(s: Shift) -> float:
     """How many thresholds the move is worth (2 = twice the threshold's distance)."""
-    th, absolute = _thresholds().get(s.signal.key, (CONSEQUENCE_RATIO, False))
+    th, absolute = THRESHOLDS.get(s.signal.key, (CONSEQUENCE_RATIO, False))
     if s.baseline is None or s.incident is None:
         return 0.0
     if absolute:
