@@ -22,7 +22,7 @@ SMG_STAMP := $(SMG_VENV)/.installed
 GO_BIN := $(VENV)/go-bin
 GO_STAMP := $(GO_BIN)/.built
 
-.PHONY: venv gateways go-tools demo test lint generate bench bench-leading confusion confusion-grid confusion-random sloth-compare clean
+.PHONY: venv gateways go-tools demo test lint generate bench bench-leading confusion confusion-grid confusion-random sloth-compare victoriametrics clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -103,6 +103,11 @@ confusion-random: $(STAMP)
 # emulated TPOT regression (tests/interop/test_sloth_peer.py fails when it drifts).
 sloth-compare: $(STAMP) go-tools
 	$(BIN)/python -m tools.sloth_compare
+
+# docs/victoriametrics.md: the generated rules on VictoriaMetrics (vmagent x2, vmalert) fed by 3 sidecar shards and 30
+# emulated deployments, beside Prometheus 3 on the same samples: firing times, every recording, faults (~10 min).
+victoriametrics: $(STAMP) go-tools
+	$(BIN)/python -m tools.victoriametrics
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -26,14 +26,17 @@ from bench import (
     metrics_page,
     parse_cpu,
     provenance,
+    victoriametrics,
 )
 from bench.expositions import catalogue
 from bench.table import markdown
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator", "growth", "metrics", "generate")
+BENCHES = ("parse", "fleet", "big", "detection", "leading", "emulator", "growth", "metrics", "generate",
+           "victoriametrics")
 BY_NAME = {"parse": parse_cpu, "fleet": fleet, "big": big, "detection": detection, "leading": leading,
-           "emulator": emulator, "growth": growth, "metrics": metrics_page, "generate": generate_fleet}
+           "emulator": emulator, "growth": growth, "metrics": metrics_page, "generate": generate_fleet,
+           "victoriametrics": victoriametrics}
 NOTES = """## How to read this
 
 - Absolute CPU numbers move by +-30 % with the other jobs on this 2-core machine (the load average at the
@@ -70,6 +73,8 @@ NOTES = """## How to read this
   scraped, so the only load is the /metrics requests.
 - Benchmark 5: the emulator and the load generator share the machine (2 cores); "sustained" means the
   client-side TPOT stayed within 2 % of the server's, i.e. tokens left when the scheduler produced them.
+- Benchmark 9: bench/victoriametrics.py says what runs (VictoriaMetrics, vmagent, vmalert and Prometheus 3
+  side by side on the same served targets and the same generated rules) and which counter each figure reads.
 """
 
 
@@ -175,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         goals += generate_fleet.goal_lines(gen)
         emit("generate", "8. `slo-monitor generate` for a fleet: time, memory, PrometheusRule objects (issue 33 item 5)",
              generate_fleet.render(gen))
+    if "victoriametrics" in args.only:
+        vm = (victoriametrics.run({3: ("5s", "5s")}, warmup=10.0, window=15.0) if q else victoriametrics.run())
+        emit("victoriametrics", "9. VictoriaMetrics beside Prometheus 3: samples/s ingested, rule evaluation, memory "
+             "(issue 35 item 5)", victoriametrics.render(vm))
     end = ("Total wall time " + f"{time.time() - started:.0f} s; load average at end "
            + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(end)

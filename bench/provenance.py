@@ -34,6 +34,9 @@ MEASURES: dict[str, tuple[str, ...]] = {
     "hot_path": (*HOT_PATH, "monitor/feeds.py"),
     "generate": ("monitor/generate", "monitor/escaping.py", "monitor/yaml_bounded.py", "monitor/promql.py",
                  "monitor/slo_plan.py", "monitor/config.py"),
+    # The rules and scrape config it generates, and the pinned VictoriaMetrics and Prometheus 3 builds it runs.
+    "victoriametrics": ("monitor/generate", "monitor/promql.py", "monitor/slo_plan.py", "monitor/config.py",
+                        "tools/go_tools.sh"),
 }
 _STAMP = re.compile(r"^Measured at commit ([0-9a-f]{7,40}(?:-dirty)?) \(([^)]*)\), on (.+)\.$", re.M)
 

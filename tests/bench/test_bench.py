@@ -162,3 +162,17 @@ def test_generate_benchmark_runs_the_real_command_and_renders():
     assert run["objects"] == 1 and 0 < run["largest_object"] < generate_fleet.GOAL_OBJECT_BYTES and run["files"] > 10
     assert "deployments" in generate_fleet.render(res)
     assert generate_fleet.goal_lines(res) == []  # goal lines are for the 500-deployment fleet only
+
+
+def test_victoriametrics_benchmark_runs_both_engines_on_the_same_targets_and_renders():
+    from bench import victoriametrics
+
+    res = victoriametrics.run({2: ("2s", "2s")}, warmup=4.0, window=8.0)
+    row = res["rows"][0]
+    assert row["targets"] >= 2 and row["groups"]["vmalert"] == row["groups"]["prometheus"] > 2
+    expected = row["targets"] * (victoriametrics.SERVED_SAMPLES + victoriametrics.AUTO_SAMPLES) / 2
+    for engine in ("vm_scraped", "prom_scraped"):  # every target's every sample, at the scrape interval
+        assert 0.5 * expected < row[engine] < 1.5 * expected, (engine, row[engine], expected)
+    assert row["vm_eval"] > 0 and row["prom_eval"] > 0 and not any(row["failures"].values())
+    assert all(mb > 5 for mb in row["rss"].values())
+    assert "| 2 " in victoriametrics.render(res)
