@@ -82,9 +82,14 @@ def test_every_target_is_scraped_once_and_the_fleet_stays_quiet(fleet):
     for engine in ("vm", "prom"):
         wait_until(lambda e=engine: len(fleet.query(e, 'up{role=~"server|prefill|decode|sidecar"} == 1'))
                    == servers + SHARDS, 90, what=f"every target up in {engine}")
-        # One series per target: two vmagents sharing the scrape would show as two `up` of one instance.
+        # One series per target, and one sample per scrape interval in it: two vmagents scraping the same target
+        # write into the same series (they add no label of their own), so double scraping shows as twice the
+        # samples.
         dup = fleet.query(engine, 'count by (instance) (up) > 1')
         assert not dup, (engine, dup)
+        window = 10 * SCRAPE_SECONDS
+        most = fleet.query(engine, f'max(count_over_time(up{{role=~"server|prefill|decode"}}[{window}s]))')
+        assert float(most[0]["value"][1]) <= 1.3 * window / SCRAPE_SECONDS, (engine, most)
     wait_until(lambda: len(fleet.query("vm", 'slo_monitor:sli_total:rate5m{sli="tpot"} > 0')) == N, 120,
                what="TPOT SLI recorded by vmalert for every deployment")
     # Each deployment is exported by exactly one sidecar shard.
@@ -181,3 +186,18 @@ def test_a_vmagent_dying_and_a_sidecar_shard_restarting_during_incidents_still_p
 
 def _other_pages(fleet: Fleet, since: float, expected: set[str]) -> list:
     return [a["labels"] for _, a in fleet.pages(since) if a["labels"].get("deployment") not in expected]
+
+
+def test_the_measured_document_is_newer_than_the_code_it_measures():
+    """docs/victoriametrics.md names the commit it was measured at; a later commit changing the fleet, the
+    comparison or the generated rules makes it stale (rerun `make victoriametrics`)."""
+    from bench.provenance import changes_since
+    from tools.victoriametrics.report import DOC, MEASURES, STAMP
+
+    found = STAMP.search(DOC.read_text())
+    assert found, f"{DOC} has no 'Measured at commit ...' line: run make victoriametrics"
+    commit, _, paths = found.groups()
+    assert not commit.endswith("-dirty"), f"{DOC} was measured on uncommitted code: commit, then rerun it"
+    assert tuple(p.strip() for p in paths.split(",")) == MEASURES
+    later = changes_since(commit, MEASURES)
+    assert not later, f"{DOC} was measured at {commit}; later commits changed what it measures: {later[:3]}"
