@@ -27,7 +27,7 @@ from tools.victoriametrics.fleet import (
     wait_until,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]  # `make test` runs it after the rest, on its own
 ROOT = Path(__file__).resolve().parents[2]
 N = 30
 INCIDENT = "mixed-004"  # the deployment the TPOT incident is injected into
