@@ -72,6 +72,12 @@ KV_TRANSFER_LATENCY: Final = "sglang:kv_transfer_latency_ms"
 # prefill queue (queue_time on the prefill server), prefill compute, the KV transfer, and the decode queue
 # (queue_time on the decode server, the same as its `decode_waiting` stage).
 QUEUE_TIME: Final = "sglang:queue_time_seconds"
+# The request-latency histograms the latency SLIs are read from (conventions/slis.py takes them from here).
+TTFT_FAMILY: Final = "sglang:time_to_first_token_seconds"
+TPOT_FAMILY: Final = "sglang:request_time_per_output_token_seconds"
+ITL_FAMILY: Final = "sglang:inter_token_latency_seconds"
+E2E_FAMILY: Final = "sglang:e2e_request_latency_seconds"
+LATENCY_FAMILIES: Final = frozenset({TTFT_FAMILY, TPOT_FAMILY, ITL_FAMILY, E2E_FAMILY, QUEUE_TIME})
 
 # Labels that only identify a process, not a series: dropped at parse time.
 DROPPED_LABELS: Final = frozenset({"pid"})

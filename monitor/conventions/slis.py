@@ -7,11 +7,17 @@ from typing import Final, Literal
 
 from monitor.conventions.names import (
     COUNTERS,
+    E2E_FAMILY,
+    ITL_FAMILY,
+    LATENCY_FAMILIES,
+    QUEUE_TIME,
     RECORDED_STAGES,
     STAGE_DECODE_WAITING,
     STAGE_PREFILL_BOOTSTRAP,
     STAGE_PREFILL_FORWARD,
     STAGE_PREFILL_TRANSFER,
+    TPOT_FAMILY,
+    TTFT_FAMILY,
     stage_counters,
 )
 
@@ -65,25 +71,65 @@ _TOKEN_EDGES = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0
 _ITL_FLAG = "--bucket-inter-token-latency"  # sets TPOT's buckets too
 QUEUE_TIME_SLI: Final = "queue_time"  # recorded like an SLI; the analysis reads it as the queue wait
 SLI_RECORDS: Final = (
-    SLI("ttft", "sglang:time_to_first_token_seconds", _LATENCY_EDGES, "--bucket-time-to-first-token",
+    SLI("ttft", TTFT_FAMILY, _LATENCY_EDGES, "--bucket-time-to-first-token",
         "TTFT", "time to first token", "requests", request_log=True),
-    SLI("tpot", "sglang:request_time_per_output_token_seconds", _TOKEN_EDGES, _ITL_FLAG,
+    SLI("tpot", TPOT_FAMILY, _TOKEN_EDGES, _ITL_FLAG,
         "TPOT", "time per output token", "requests", request_log=True),
-    SLI("itl", "sglang:inter_token_latency_seconds", _TOKEN_EDGES, _ITL_FLAG,
+    SLI("itl", ITL_FAMILY, _TOKEN_EDGES, _ITL_FLAG,
         "ITL", "inter-token latency", "output tokens"),
-    SLI("e2e", "sglang:e2e_request_latency_seconds",
+    SLI("e2e", E2E_FAMILY,
         (*_LATENCY_EDGES, 600.0, 1200.0, 1800.0, 2400.0), "--bucket-e2e-request-latency",
         "E2E latency", "end-to-end request latency", "requests", prefill_records=True, request_log=True,
         untargeted="full"),
     # One sample per request, the wait from the scheduler's waiting queue to its first forward
     # (req_time_stats.set_forward_entry_time); recorded by every role, counted where the request is admitted.
-    SLI(QUEUE_TIME_SLI, "sglang:queue_time_seconds",
+    SLI(QUEUE_TIME_SLI, QUEUE_TIME,
         (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
          60.0, 70.0, 80.0, 90.0, 100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0, 1200.0,
          1400.0, 1600.0, 1800.0, 2000.0, 2500.0, 3000.0),
         None, "Queue time", "time queued before the first forward", "requests", roles=ADMISSION_ROLES,
         prefill_records=True),
 )
+
+
+def check_records(records: tuple[SLI, ...]) -> None:
+    """The invariants every consumer relies on, checked where the records are built (at import): a record that
+    breaks one is refused before anything reads it.
+
+    - keys and families unique: the engine maps a family back to its SLI, the generated promtool cases and
+      restored history select by family, so two records on one family would mix their series;
+    - every family spelled once, in conventions/names.py (LATENCY_FAMILIES);
+    - buckets strictly increasing, and the records one launch flag sets have the same buckets (SGLang's
+      `--bucket-inter-token-latency` sets TPOT's and ITL's together);
+    - roles and the prefill flag agree: a record counted on prefill servers must say the prefill server has it.
+    """
+    problems = []
+    for attr in ("key", "family"):
+        seen: dict[str, str] = {}
+        for r in records:
+            value = getattr(r, attr)
+            if value in seen:
+                problems.append(f"{attr} {value!r} is in two SLI records ({seen[value]!r} and {r.key!r})")
+            seen[value] = r.key
+    for r in records:
+        if r.family not in LATENCY_FAMILIES:
+            problems.append(f"{r.key}: family {r.family!r} is not spelled in conventions/names.py LATENCY_FAMILIES")
+        if any(b <= a for a, b in zip(r.buckets, r.buckets[1:])):
+            problems.append(f"{r.key}: buckets are not strictly increasing")
+        if "prefill" in r.roles and not r.prefill_records:
+            problems.append(f"{r.key}: counted on prefill servers (roles) but prefill_records is False")
+    by_flag: dict[str, SLI] = {}
+    for r in records:
+        if r.bucket_flag is None:
+            continue
+        first = by_flag.setdefault(r.bucket_flag, r)
+        if first.buckets != r.buckets:
+            problems.append(f"{r.key} and {first.key} share the launch flag {r.bucket_flag} but not their buckets")
+    if problems:
+        raise ValueError("SLI records refused: " + "; ".join(problems))
+
+
+check_records(SLI_RECORDS)
 SLI_BY_KEY: Final[dict[str, SLI]] = {s.key: s for s in SLI_RECORDS}
 SLIS: Final = tuple(SLI_BY_KEY)
 # Views of the records that many readers want whole.

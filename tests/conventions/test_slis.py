@@ -39,3 +39,49 @@ def test_a_record_with_a_launch_flag_names_one_sglang_spells():
     assert {s.bucket_flag for s in SLI_RECORDS} == {"--bucket-time-to-first-token", "--bucket-inter-token-latency",
                                                     "--bucket-e2e-request-latency", None}
     assert SLI_BY_KEY["queue_time"].bucket_flag is None
+
+
+def _planted(old: str, new: str) -> None:
+    """Import conventions/slis.py's source again with one edit: what a maintainer's mistake would be."""
+    import sys
+    import types
+    from pathlib import Path
+
+    import monitor.conventions.slis as slis
+
+    src = Path(slis.__file__).read_text()
+    assert old in src, old
+    module = types.ModuleType("planted_slis")
+    sys.modules[module.__name__] = module  # dataclasses look their module up while the class is built
+    try:
+        exec(compile(src.replace(old, new, 1), "planted_slis.py", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+
+
+def test_a_second_record_on_one_family_is_refused_at_import():
+    import pytest
+
+    with pytest.raises(ValueError, match="family 'sglang:e2e_request_latency_seconds' is in two SLI records"):
+        _planted("SLI(QUEUE_TIME_SLI, QUEUE_TIME,", "SLI(QUEUE_TIME_SLI, E2E_FAMILY,")
+    _planted("SLI(QUEUE_TIME_SLI, QUEUE_TIME,", "SLI(QUEUE_TIME_SLI, QUEUE_TIME,")  # the unplanted source imports
+
+
+def test_a_family_spelled_outside_names_a_duplicate_key_or_inconsistent_buckets_are_refused():
+    import dataclasses
+
+    import pytest
+
+    from monitor.conventions.slis import SLI_BY_KEY, SLI_RECORDS, check_records
+
+    itl = SLI_BY_KEY["itl"]
+    with pytest.raises(ValueError, match="not spelled in conventions/names.py"):
+        check_records((*SLI_RECORDS, dataclasses.replace(itl, key="itl2", family="sglang:itl_by_hand_seconds")))
+    with pytest.raises(ValueError, match="key 'itl' is in two SLI records"):
+        check_records((*SLI_RECORDS, dataclasses.replace(SLI_BY_KEY["ttft"], key="itl")))
+    with pytest.raises(ValueError, match="share the launch flag --bucket-inter-token-latency but not their buckets"):
+        check_records(tuple(dataclasses.replace(r, buckets=r.buckets[:-1]) if r.key == "itl" else r
+                            for r in SLI_RECORDS))
+    with pytest.raises(ValueError, match="not strictly increasing"):
+        check_records(tuple(dataclasses.replace(r, buckets=(1.0, 0.5)) if r.key == "queue_time" else r
+                            for r in SLI_RECORDS))
