@@ -73,7 +73,7 @@ def render(c: Comparison, t_incident: float, t_clear: float, pages: dict[str, fl
         "## The fleet as run",
         "",
         "```",
-        f"emulated SGLang: {n} deployments, mixed and PD ({sum(1 for _ in range(n))} deployments, one server per role)",
+        f"emulated SGLang: {n} deployments, mixed and PD in turn, one server per role ({n + n // 2} servers)",
         f"  <- {SHARDS} sidecars: slo-monitor run --shard i/{SHARDS}",
         f"  <- {VMAGENTS} vmagents: -promscrape.cluster.membersCount={VMAGENTS} -promscrape.cluster.memberNum=0|1,",
         "     the generated prometheus.yml (-promscrape.config.strictParse=false: vmagent refuses its rule_files",
@@ -104,7 +104,7 @@ def render(c: Comparison, t_incident: float, t_clear: float, pages: dict[str, fl
         "|---|---|---|---|---|---|---|",
     ]
     for key in sorted(set(c.firing) | set(c.condition)):
-        if not key.startswith("SLO"):
+        if not key.startswith("SLOErrorBudgetBurn"):
             continue
         cond, fire = c.condition.get(key, {}), c.firing.get(key, {})
         lines.append(f"| {key} | {_s(cond.get('vm'), t_incident)} | {_s(cond.get('prom'), t_incident)} | "
