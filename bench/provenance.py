@@ -38,7 +38,7 @@ MEASURES: dict[str, tuple[str, ...]] = {
     "victoriametrics": ("monitor/generate", "monitor/promql.py", "monitor/slo_plan.py", "monitor/config.py",
                         "tools/go_tools.sh"),
 }
-_STAMP = re.compile(r"^Measured at commit ([0-9a-f]{7,40}(?:-dirty)?) \(([^)]*)\), on (.+)\.$", re.M)
+STAMP = re.compile(r"^Measured at commit ([0-9a-f]{7,40}(?:-dirty)?) \(([^)]*)\), on (.+)\.$", re.M)
 
 
 def _git(*args: str) -> str:
@@ -52,7 +52,11 @@ def commit_of(paths: tuple[str, ...]) -> str:
 
 
 def stamp(bench: str) -> str:
-    paths = MEASURES[bench]
+    return stamp_paths(MEASURES[bench])
+
+
+def stamp_paths(paths: tuple[str, ...]) -> str:
+    """The stamp line for a figure of the code at `paths` (docs/victoriametrics.md uses it too)."""
     return (f"Measured at commit {commit_of(paths)} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}), "
             f"on {', '.join(paths)}.")
 
@@ -77,7 +81,7 @@ def stale(results: str) -> list[str]:
     """What is wrong with the provenance of RESULTS.md's sections; empty when every section is current."""
     problems = []
     for title, body in sections(results).items():
-        found = _STAMP.search(body)
+        found = STAMP.search(body)
         if found is None:
             problems.append(f"'{title}': no 'Measured at commit ...' line: rerun it with `python -m bench --only ... "
                             f"--write-results`")

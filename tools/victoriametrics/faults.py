@@ -25,7 +25,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from tools.victoriametrics.fleet import EVAL_SECONDS, SCRAPE_SECONDS, Fleet, wait_until
+from monitor.scrape.shard import shard_of  # the sidecar's own assignment
+from tools.victoriametrics.fleet import EVAL_SECONDS, SCRAPE_SECONDS, SHARDS, Fleet, wait_until
 
 INCIDENT_FACTOR = 4
 PAGE_TIMEOUT = 120.0
@@ -107,7 +108,7 @@ def vm_restart(fleet: Fleet, deployment: str, down: float = 10.0, kill: bool = F
 
 def vmagent_takeover(fleet: Fleet, deployment: str, quiet: bool = True) -> FaultResult:
     """Kill vmagent 1, restart vmagent 0 as the cluster's only member. `deployment` should be one vmagent 1
-    scraped (`owned_by`)."""
+    scraped (`scraped_by`)."""
     t0 = fleet.incident(deployment, "tpot_regression", factor=INCIDENT_FACTOR)
     time.sleep(2 * EVAL_SECONDS)
     fleet.procs["vmagent-1"].stop(kill=True)
@@ -130,7 +131,7 @@ def vmagent_takeover(fleet: Fleet, deployment: str, quiet: bool = True) -> Fault
 
 
 def sidecar_restart(fleet: Fleet, deployment: str, quiet: bool = True) -> FaultResult:
-    shard = owner_shard(fleet, deployment)
+    shard = shard_of(deployment, SHARDS)
     t0 = fleet.incident(deployment, "tpot_regression", factor=INCIDENT_FACTOR)
     time.sleep(2 * EVAL_SECONDS)
     t_down, t_up = fleet.restart(f"sidecar-{shard}", kill=True)
@@ -142,14 +143,8 @@ def sidecar_restart(fleet: Fleet, deployment: str, quiet: bool = True) -> FaultR
                                              f'sli="tpot"}}', t_down - 10, end, SCRAPE_SECONDS)}
     if quiet:
         settle(fleet, deployment)
-    return FaultResult(f"sidecar shard {shard}/3 killed and restarted", deployment, round(t_up - t_down, 1), page,
+    return FaultResult(f"sidecar shard {shard}/{SHARDS} killed and restarted", deployment, round(t_up - t_down, 1), page,
                        gaps)
-
-
-def owner_shard(fleet: Fleet, deployment: str) -> int:
-    from monitor.scrape.shard import shard_of  # the sidecar's own assignment
-
-    return shard_of(deployment, 3)
 
 
 def scraped_by(fleet: Fleet, member: int) -> list[str]:

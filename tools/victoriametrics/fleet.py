@@ -37,7 +37,7 @@ from monitor.emulate import Emulator, find_free_base_port, plan
 from tests.components import GO_BIN
 from tests.conftest import free_port
 from tests.e2e.stack import Webhook, http_json  # the paging stack's receiver and JSON client
-from tests.procs import answers, wait_until
+from tests.procs import answers, stop, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["GO_BIN", "Fleet", "wait_until"]
@@ -62,7 +62,8 @@ def fleet_config(n: int) -> dict[str, Any]:
             "tpot_target_seconds": TPOT_TARGET, "ttft_target_seconds": 2.0, "input_tokens": 512,
             "output_tokens": 48,
             "targets": [{"role": r, "url": f"http://127.0.0.1:{j + 1}/metrics"} for j, r in enumerate(roles)]})
-    return {"sidecar": {"scrape_interval_seconds": 1, "scrape_timeout_seconds": 1}, "deployments": deps}
+    return {"sidecar": {"scrape_interval_seconds": SCRAPE_SECONDS, "scrape_timeout_seconds": 1},
+            "deployments": deps}
 
 
 def require(path: Path) -> str:
@@ -99,15 +100,12 @@ class Proc:
         return self
 
     def stop(self, kill: bool = False) -> None:
-        p = self.popen
-        if p is None or p.poll() is not None:
+        """SIGTERM (then SIGKILL, as tests.procs.stop does), or SIGKILL at once: a crash."""
+        if self.popen is None:
             return
-        p.kill() if kill else p.terminate()
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
+        if kill and self.popen.poll() is None:
+            self.popen.kill()
+        stop(self.popen)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.time() + timeout
@@ -245,8 +243,7 @@ class Fleet:
         local = self.emulator.emulator.localized_config()
         # No accelerator exporters: the fleet is about the SLO path, and they would double the emulator's load.
         local = local.model_copy(update={
-            "sidecar": local.sidecar.model_copy(update={"recording_path": None,
-                                                        "scrape_interval_seconds": SCRAPE_SECONDS}),
+            "sidecar": local.sidecar.model_copy(update={"recording_path": None}),
             "deployments": [d.model_copy(update={"targets": [t for t in d.targets if t.role != "npu"]})
                             for d in local.deployments]})
         self.config = local
