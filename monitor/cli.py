@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from collections.abc import Callable
 
-# Modules exposing `register(subparsers)`; each adds its own sub-commands.
-COMMAND_MODULES = (
-    "monitor.commands.run",
-    "monitor.commands.status",
-    "monitor.commands.inspect",
-    "monitor.commands.demo",
-    "monitor.commands.recipe",
-    "monitor.commands.emulate",
-    "monitor.commands.generate",
-    "monitor.commands.analyze",
+# Plain imports, not names looked up at run time, so the layering test sees cli -> commands. Every
+# invocation builds the whole parser (`--help` lists every command), so importing them here costs nothing
+# a lazy import would save.
+from monitor.commands import analyze, demo, emulate, generate, inspect, recipe, run, status
+
+# Each adds its own sub-commands, in the order `--help` lists them.
+COMMAND_GROUPS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    run.register,
+    status.register,
+    inspect.register,
+    demo.register,
+    recipe.register,
+    emulate.register,
+    generate.register,
+    analyze.register,
 )
 
 
@@ -23,14 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slo-monitor", description="SLO sidecar for SGLang serving")
     parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name and name.startswith(err.name):
-                continue  # command group not installed in this build
-            raise
-        module.register(sub)
+    for register in COMMAND_GROUPS:
+        register(sub)
     return parser
 
 

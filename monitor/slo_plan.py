@@ -23,13 +23,16 @@ from monitor.conventions.slis import ENGINE_ROLES, GOODPUT_SLI, REQUEST_SLIS, SL
 from monitor.conventions.units import format_le
 from monitor.feeds import feed
 from monitor.promql import (
+    Expr,
+    chain,
     format_number,
     good_from_bad,
     good_rate,
     label_matcher,
-    matched_selector,
+    matched_select,
     nhcb_count_rate,
     nhcb_good_rate,
+    select,
     selector,
     split_matchers,
     sum_rate,
@@ -171,7 +174,7 @@ class AvailabilityPlan:
 
     @property
     def sli_metric(self) -> str:
-        return " + ".join(m.family for m in self.series.bad)
+        return chain("+", [select(m.family) for m in self.series.bad])
 
     def describe(self) -> str:
         pct = format_number(round(self.objective * 100, 6))
@@ -259,7 +262,7 @@ def extra_labels(dep: Deployment) -> dict[str, str]:
     return dict(sorted(dep.labels.items()))
 
 
-def good_and_total(dep: Deployment, plan: Plan, w: str, nhcb: bool = False) -> tuple[str, str]:
+def good_and_total(dep: Deployment, plan: Plan, w: str, nhcb: bool = False) -> tuple[Expr, Expr]:
     """PromQL for good and total events per second over window `w` (the recording rules and the Sloth spec)."""
     eq = {"deployment": dep.name}
     if isinstance(plan, GoodputPlan):
@@ -267,8 +270,8 @@ def good_and_total(dep: Deployment, plan: Plan, w: str, nhcb: bool = False) -> t
     if isinstance(plan, AvailabilityPlan):
         router = {**eq, "role": "router"}
         spec = plan.series
-        total = sum_rate_of(matched_selector(spec.total.family, router, spec.total.matchers), w)
-        bad = [sum_rate_of(matched_selector(m.family, router, m.matchers), w) for m in spec.bad]
+        total = sum_rate_of(matched_select(spec.total.family, router, spec.total.matchers), w)
+        bad = [sum_rate_of(matched_select(m.family, router, m.matchers), w) for m in spec.bad]
         return good_from_bad(total, bad), total
     regex, neq, nregex = engine_matchers(dep, plan.record.roles)
     if nhcb:  # histogram_fraction interpolates a non-edge target the way good_rate does below

@@ -11,6 +11,8 @@ from monitor.promql import (
     aggregate,
     binop,
     bucket_rates,
+    call,
+    chain,
     either,
     error_ratio,
     format_number,
@@ -21,9 +23,14 @@ from monitor.promql import (
     mean_latency,
     metric_names,
     names_of,
+    number,
+    offset,
+    paren,
     per_rank_total,
+    range_call,
     rate_sum,
     select,
+    select_groups,
     selector,
     sum_rate,
 )
@@ -31,6 +38,8 @@ from monitor.promql import (
 
 def test_selector_orders_equal_then_regex_then_not_equal_matchers():
     assert selector("m", {"a": "1"}, {"b": "x|y"}, {"c": "z"}) == 'm{a="1",b=~"x|y",c!="z"}'
+    grouped = select_groups("m", {"a": "1"}, {"b": "x|y"}, {"c": "z"}, {"d": "w"})
+    assert grouped == 'm{a="1",b=~"x|y",c!="z",d!~"w"}' and grouped.names == {"m"} and type(selector("m", {})) is str
     assert selector("m", {}) == "m"
     assert selector("", {"deployment": "d"}, {"__name__": "sglang[:_]x"}) == '{deployment="d",__name__=~"sglang[:_]x"}'
 
@@ -56,7 +65,7 @@ def test_good_rate_is_one_bucket_or_an_interpolation_between_two():
 
 
 def test_error_ratio_drops_the_series_without_traffic_and_mean_divides_sum_by_count():
-    assert error_ratio("g", "t") == "1 - (g / (t > 0))"
+    assert error_ratio(select("g"), select("t")) == "1 - (g / (t > 0))"
     mean = mean_latency("f", {"d": "x"}, {"role": "decode"}, "5m", {"engine_type": "prefill"})
     assert 'rate(f_sum{d="x",role=~"decode",engine_type!="prefill"}[5m])' in mean and "f_count" in mean
     assert sum_rate("m", {}, {}, "1h", by="le") == "sum by (le) (rate(m[1h]))"
@@ -112,7 +121,8 @@ def test_expressions_know_the_metrics_they_select_and_plain_strings_are_refused(
 
 def test_binary_operands_are_parenthesized_so_precedence_never_decides():
     one_minus = binop(1, "-", select("e"))
-    assert binop(one_minus, ">= bool on (deployment, sli)", select("o")) == "(1 - e) >= bool on (deployment, sli) o"
+    assert binop(one_minus, ">=", select("o"), bool_=True, on=("deployment", "sli")) == \
+        "(1 - e) >= bool on (deployment, sli) o"
     assert either(aggregate("avg", select("a")), binop(aggregate("avg", select("b")), "/", 100)) == \
         "avg(a) or (avg(b) / 100)"
     assert binop(select("u"), "/", binop(select("u"), "+", select("f"))) == "u / (u + f)"
@@ -138,3 +148,66 @@ def test_the_analyzer_reads_each_number_from_the_series_its_feed_names():
     assert 'role=~"decode|server",engine_type!="prefill"}' in plan.queries["hist.ttft.bucket"]
     assert 'role=~"prefill|server",engine_type!="decode"}' in plan.queries["hist.queue_time.bucket"]
     assert 'role=~"decode|prefill|server"}[5m]' in plan.queries["rate.transfer_failed_total"]
+
+
+def test_modifiers_are_arguments_checked_against_the_operator_never_text():
+    a, b = select("a"), select("b")
+    assert binop(a, ">", binop(3, "*", b), ignoring=("loop",), group_left=(), before="\n", after="\n") == \
+        "a\n> ignoring (loop) group_left ()\n(3 * b)"
+    assert binop(a, "unless", b, on=("deployment",)) == "a unless on (deployment) b"
+    assert binop(a, "/", b, on=("x",), group_right=("y",)) == "a / on (x) group_right (y) b"
+    with pytest.raises(ValueError, match="binary operator"):
+        binop(a, ">= bool", b)  # a modifier spelled into the operator
+    with pytest.raises(ValueError, match="bool"):
+        binop(a, "+", b, bool_=True)
+    with pytest.raises(ValueError, match="not both"):
+        binop(a, "/", b, on=("x",), ignoring=("y",))
+    with pytest.raises(ValueError, match="group_left"):
+        binop(a, "/", b, group_left=("x",))
+    with pytest.raises(ValueError, match="group_left"):
+        binop(a, "and", b, on=("x",), group_left=())
+    with pytest.raises(ValueError, match="whitespace"):
+        binop(a, "/", b, before=" ) ")
+
+
+def test_needed_parens_follow_promql_precedence_and_paren_groups_anyway():
+    a, b, c = select("a"), select("b"), select("c")
+    assert binop(1, "-", binop(a, "/", b), parens="needed") == "1 - a / b"
+    assert binop(binop(a, "-", b, parens="needed"), "-", c, parens="needed") == "a - b - c"
+    assert binop(a, "-", binop(b, "-", c), parens="needed") == "a - (b - c)"
+    assert binop(a, "*", binop(b, "+", c), parens="needed") == "a * (b + c)"
+    assert binop(binop(a, "^", b), "^", c, parens="needed") == "(a ^ b) ^ c"
+    assert binop(a, "^", binop(b, "^", c), parens="needed") == "a ^ b ^ c"
+    assert binop(binop(a, ">", 0), "and", binop(b, ">", 0), parens="needed") == "a > 0 and b > 0"
+    assert binop(a, "or", binop(b, "and", c), parens="needed") == "a or b and c"
+    assert binop(1, "-", paren(binop(a, "/", b)), parens="needed") == "1 - (a / b)"
+    assert chain("+", [a, b, c]) == "a + b + c" and chain("+", [a]) == "a"
+    assert chain("-", [a, binop(b, "or", c)], before="\n") == "a\n- (b or c)"
+
+
+def test_functions_ranges_offsets_and_literals_are_checked():
+    sel = select("m", [("d", "=", "x")])
+    assert call("vector", 0.99) == "vector(0.99)" and call("absent", sel) == 'absent(m{d="x"})'
+    assert call("histogram_fraction", float("-inf"), 0.1, sel) == 'histogram_fraction(-Inf, 0.1, m{d="x"})'
+    assert call("clamp_min", sel, 0, sep=",\n", open="\n") == 'clamp_min(\nm{d="x"},\n0)'
+    assert call("round", sel, number("0.000001")) == 'round(m{d="x"}, 0.000001)'
+    assert range_call("sum_over_time", sel, "30d") == 'sum_over_time(m{d="x"}[30d])'
+    assert range_call("rate", sel, "5m", shift="1h") == 'rate(m{d="x"}[5m] offset 1h)'
+    assert range_call("predict_linear", sel, "1h", 3600) == 'predict_linear(m{d="x"}[1h], 3600)'
+    assert range_call("rate", sel, "$__rate_interval") == 'rate(m{d="x"}[$__rate_interval])'
+    assert range_call("rate", sel, "{{.window}}") == 'rate(m{d="x"}[{{.window}}])'
+    assert offset(sel, "1d") == 'm{d="x"} offset 1d' and names_of(offset(sel, "1d")) == {"m"}
+    assert aggregate("sum", sel, without=("instance",)) == 'sum without (instance) (m{d="x"})'
+    assert number(float("nan")) == "NaN" and number(float("inf")) == "+Inf" and number(2.0) == "2"
+    with pytest.raises(ValueError, match="function"):
+        call("histogram_quantil", 0.9, sel)
+    with pytest.raises(ValueError, match="function"):
+        range_call("rates", sel, "5m")
+    with pytest.raises(ValueError, match="aggregation"):
+        aggregate("summ", sel)
+    with pytest.raises(ValueError, match="duration"):
+        range_call("rate", sel, "5m])")
+    with pytest.raises(ValueError, match="number"):
+        number("1; drop")
+    with pytest.raises(TypeError):
+        call("abs", "m")  # text not built here

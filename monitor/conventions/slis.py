@@ -36,11 +36,62 @@ REQUEST_ROLES: Final = ("server", "decode")
 ADMISSION_ROLES: Final = ("server", "prefill")
 
 
+# --- What an SLI measures of a request -------------------------------------------------------------
+# An SLI's kind (as Sloth's event/raw SLIs and Pyrra's indicator types): what one observation of its histogram
+# is. "per-request": one observation per request, a latency of that request, so one request meets the target
+# or misses it (the request log can judge it, goodput counts it); "per-token": one observation per output
+# token (weighted), no verdict per request. The third kind of SLO, a ratio of good to total events (goodput
+# from the request log, availability from the gateway's counters), is not a histogram and has no record here:
+# `slo_plan.GoodputPlan` and `slo_plan.AvailabilityPlan`.
+SLIKind = Literal["per-request", "per-token"]
+PER_REQUEST: Final = "per-request"
+PER_TOKEN: Final = "per-token"
+KIND_COUNTS: Final[dict[str, str]] = {PER_REQUEST: "requests", PER_TOKEN: "output tokens"}
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One latency of a request that SGLang 0.5.23 observes into a histogram: what an SLI record measures.
+
+    Every consumer that sees requests one at a time reads it through this: the request log computes it from a
+    line's fields (`monitor.requestlog.records` has one reading per measure), the emulator observes it at the
+    moment SGLang's collector does (`monitor.emulate.observe` has one observation point per measure). An SLI on
+    another histogram of one of these latencies is one more record; a new latency is one more measure here and
+    its reading and observation point there (both refuse at import a measure they do not know)."""
+
+    name: str
+    kind: SLIKind
+    observer: Literal["tokenizer", "scheduler"]  # the SGLang process whose collector observes it
+    # The request-log (meta_info) fields it is computed from; () when a line does not carry it (ITL: a line
+    # has no per-token intervals), and then no SLI of it can have `request_log=True`.
+    log_fields: tuple[str, ...]
+    on_prefill: bool  # a PD prefill server observes it too (its tokenizer finishes the request at the KV's send)
+    description: str
+
+
+FIRST_TOKEN_LATENCY: Final = Measure(
+    "first_token_latency", PER_REQUEST, "tokenizer", ("first_token_latency",), False,
+    "receipt to the first output token")
+# bench_serving's and SGLang's per-request TPOT: (e2e - ttft) / (completion_tokens - 1), over stop/length
+# finishes with more than one token.
+OUTPUT_TOKEN_LATENCY: Final = Measure(
+    "time_per_output_token", PER_REQUEST, "tokenizer", ("e2e_latency", "first_token_latency", "completion_tokens"),
+    False, "(e2e latency - time to first token) / (completion tokens - 1)")
+INTER_TOKEN_LATENCY: Final = Measure(
+    "inter_token_latency", PER_TOKEN, "tokenizer", (), False, "the interval before each output token")
+E2E_LATENCY: Final = Measure(
+    "e2e_latency", PER_REQUEST, "tokenizer", ("e2e_latency",), True, "receipt to the finishing batch")
+# From the scheduler's waiting queue to the request's first forward (req_time_stats.set_forward_entry_time).
+QUEUE_WAIT: Final = Measure(
+    "queue_time", PER_REQUEST, "scheduler", ("queue_time",), True, "waiting queue to the first forward")
+MEASURES: Final = (FIRST_TOKEN_LATENCY, OUTPUT_TOKEN_LATENCY, INTER_TOKEN_LATENCY, E2E_LATENCY, QUEUE_WAIT)
+
+
 @dataclass(frozen=True)
 class SLI:
-    """Everything the project knows about one latency SLI: sidecar, rules, dashboards, analyzer, OpenSLO and
-    Sloth, status table and emulator all read it from here. A deployment has the SLI when its
-    `<key>_target_seconds` is set."""
+    """Everything the project knows about one latency SLI: sidecar, request log, rules, dashboards, analyzer,
+    OpenSLO and Sloth, status table and emulator all read it from here. A deployment has the SLI when its
+    `<key>_target_seconds` is set. Its kind (per-request or per-token) is its measure's."""
 
     key: str
     family: str  # SGLang's histogram, canonical colon spelling
@@ -48,15 +99,23 @@ class SLI:
     bucket_flag: str | None  # the launch flag that sets them (None: fixed in SGLang 0.5.23)
     title: str
     long_name: str
-    counts: str  # what one observation is: "requests" or "output tokens" (ITL is token-weighted)
+    counts: str  # what one observation is: "requests" or "output tokens" (KIND_COUNTS of its kind)
+    measure: Measure  # the latency of a request its histogram observes (its kind is the measure's)
     roles: tuple[str, ...] = REQUEST_ROLES  # the server roles whose observations count
     prefill_records: bool = False  # a PD prefill server exposes it too (counted only if "prefill" in roles)
-    request_log: bool = False  # one SGLang request-log line judges it (goodput)
+    # One SGLang request-log line judges it (goodput, and the request log's good ratio beside the histogram's):
+    # only a per-request SLI whose measure a line carries.
+    request_log: bool = False
     # What is read of the histogram on a deployment with no target for it: "mean" (its _sum and _count only, a
     # 32-rank scheduler histogram is ~1,400 bucket lines a scrape) or "full" (every bucket). A target always
     # reads it full. The readers without a target: the leading TPOT warning (ITL's mean), the analyzer's decode
     # speed, queue wait and stage means (means), and its give-up test (the E2E buckets the aborts pile into).
     untargeted: Literal["mean", "full"] = "mean"
+
+    @property
+    def kind(self) -> SLIKind:
+        """Per-request or per-token: what one observation of its histogram is."""
+        return self.measure.kind
 
     @property
     def target_field(self) -> str:
@@ -72,14 +131,15 @@ _ITL_FLAG = "--bucket-inter-token-latency"  # sets TPOT's buckets too
 QUEUE_TIME_SLI: Final = "queue_time"  # recorded like an SLI; the analysis reads it as the queue wait
 SLI_RECORDS: Final = (
     SLI("ttft", TTFT_FAMILY, _LATENCY_EDGES, "--bucket-time-to-first-token",
-        "TTFT", "time to first token", "requests", request_log=True),
+        "TTFT", "time to first token", "requests", FIRST_TOKEN_LATENCY, request_log=True),
     SLI("tpot", TPOT_FAMILY, _TOKEN_EDGES, _ITL_FLAG,
-        "TPOT", "time per output token", "requests", request_log=True),
+        "TPOT", "time per output token", "requests", OUTPUT_TOKEN_LATENCY, request_log=True),
     SLI("itl", ITL_FAMILY, _TOKEN_EDGES, _ITL_FLAG,
-        "ITL", "inter-token latency", "output tokens"),
+        "ITL", "inter-token latency", "output tokens", INTER_TOKEN_LATENCY),
     SLI("e2e", E2E_FAMILY,
         (*_LATENCY_EDGES, 600.0, 1200.0, 1800.0, 2400.0), "--bucket-e2e-request-latency",
-        "E2E latency", "end-to-end request latency", "requests", prefill_records=True, request_log=True,
+        "E2E latency", "end-to-end request latency", "requests", E2E_LATENCY, prefill_records=True,
+        request_log=True,
         untargeted="full"),
     # One sample per request, the wait from the scheduler's waiting queue to its first forward
     # (req_time_stats.set_forward_entry_time); recorded by every role, counted where the request is admitted.
@@ -87,7 +147,7 @@ SLI_RECORDS: Final = (
         (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
          60.0, 70.0, 80.0, 90.0, 100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0, 1200.0,
          1400.0, 1600.0, 1800.0, 2000.0, 2500.0, 3000.0),
-        None, "Queue time", "time queued before the first forward", "requests", roles=ADMISSION_ROLES,
+        None, "Queue time", "time queued before the first forward", "requests", QUEUE_WAIT, roles=ADMISSION_ROLES,
         prefill_records=True),
 )
 
@@ -101,7 +161,10 @@ def check_records(records: tuple[SLI, ...]) -> None:
     - every family spelled once, in conventions/names.py (LATENCY_FAMILIES);
     - buckets strictly increasing, and the records one launch flag sets have the same buckets (SGLang's
       `--bucket-inter-token-latency` sets TPOT's and ITL's together);
-    - roles and the prefill flag agree: a record counted on prefill servers must say the prefill server has it.
+    - roles and the prefill flag agree: a record counted on prefill servers must say the prefill server has it;
+    - the measure is one of MEASURES, and the record agrees with its kind: what one observation counts
+      (KIND_COUNTS), a request-log judgement only for a per-request measure a line carries (the request log
+      would have nothing to judge it on), the prefill flag only for a measure a PD prefill server observes.
     """
     problems = []
     for attr in ("key", "family"):
@@ -118,6 +181,18 @@ def check_records(records: tuple[SLI, ...]) -> None:
             problems.append(f"{r.key}: buckets are not strictly increasing")
         if "prefill" in r.roles and not r.prefill_records:
             problems.append(f"{r.key}: counted on prefill servers (roles) but prefill_records is False")
+        if r.measure not in MEASURES:
+            problems.append(f"{r.key}: measure {r.measure.name!r} is not one of conventions/slis.py MEASURES")
+            continue
+        if r.counts != KIND_COUNTS[r.kind]:
+            problems.append(f"{r.key}: a {r.kind} SLI counts {KIND_COUNTS[r.kind]!r}, not {r.counts!r}")
+        if r.request_log and (r.kind != PER_REQUEST or not r.measure.log_fields):
+            why = "per token: no verdict per request" if r.kind != PER_REQUEST else "no request-log field has it"
+            problems.append(f"{r.key}: request_log=True but an SGLang request-log line cannot judge its measure "
+                            f"{r.measure.name!r} ({why})")
+        if r.prefill_records and not r.measure.on_prefill:
+            problems.append(f"{r.key}: prefill_records=True but a PD prefill server does not observe its measure "
+                            f"{r.measure.name!r}")
     by_flag: dict[str, SLI] = {}
     for r in records:
         if r.bucket_flag is None:
@@ -134,9 +209,14 @@ SLI_BY_KEY: Final[dict[str, SLI]] = {s.key: s for s in SLI_RECORDS}
 SLIS: Final = tuple(SLI_BY_KEY)
 # Views of the records that many readers want whole.
 SLI_FAMILIES: Final[dict[str, str]] = {s.key: s.family for s in SLI_RECORDS}
+SLI_BY_FAMILY: Final[dict[str, SLI]] = {s.family: s for s in SLI_RECORDS}
+# The records of each measure, in record order (the emulator observes each measure into all of them).
+RECORDS_OF: Final[dict[Measure, tuple[SLI, ...]]] = {m: tuple(s for s in SLI_RECORDS if s.measure == m)
+                                                      for m in MEASURES}
 DEFAULT_BUCKETS: Final[dict[str, tuple[float, ...]]] = {s.key: s.buckets for s in SLI_RECORDS}
 SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {s.key: s.roles for s in SLI_RECORDS}
-# The latency SLIs a request's log line can be judged on (ITL is per token: no single verdict per request).
+# The latency SLIs a request's log line can be judged on (per-request SLIs whose measure a line carries; ITL is
+# per token: no single verdict per request).
 REQUEST_SLIS: Final = tuple(s.key for s in SLI_RECORDS if s.request_log)
 # What SGLang itself exposes on a PD prefill server (the emulator reproduces it).
 PREFILL_RECORDED_SLIS: Final = tuple(s.key for s in SLI_RECORDS if s.prefill_records)

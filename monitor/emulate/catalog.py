@@ -8,11 +8,18 @@ prefill/decode servers only.
 
 kind: `tok` tokenizer (no rank labels), `sched` scheduler (rank labels), `pid` scheduler gauge with the
 extra `pid` label (multiprocess mode "all"), `http` HTTP middleware, `bare` no labels.
+
+The SLI histograms are the SLI records' (`conventions.slis`): named by their family constants, written by the
+process that observes their measure (`sli_family`); a record on a family SGLang 0.5.23 does not print is
+added after the real server's families, so the emulator exposes every record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from monitor.conventions.names import E2E_FAMILY, ITL_FAMILY, QUEUE_TIME, TPOT_FAMILY, TTFT_FAMILY
+from monitor.conventions.slis import PER_REQUEST, SLI_BY_FAMILY, SLI_RECORDS
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,19 @@ TOKEN_BUCKETS: tuple[float, ...] = (
 # exponential_buckets(0.001, 1.62, 30), as prometheus/SGLang compute them (float products, not rounded).
 STAGE_BUCKETS: tuple[float, ...] = tuple(0.001 * 1.62**i for i in range(30))
 
+
+
+def sli_family(family: str, help_text: str | None = None) -> Family:
+    """An SLI record's histogram as SGLang prints it: written by the process that observes the record's measure,
+    with `is_streaming` on the tokenizer's per-request ones; a scheduler's carries the record's (fixed) edges, as
+    it is created at zero when the scheduler starts. `help_text`: SGLang's, where it prints the family."""
+    sli = SLI_BY_FAMILY[family]
+    tok = sli.measure.observer == "tokenizer"
+    return Family(family, "histogram", help_text or f"Histogram of {sli.long_name} in seconds.",
+                  "tok" if tok else "sched", streaming=tok and sli.kind == PER_REQUEST,
+                  buckets=() if tok else sli.buckets)
+
+
 # GaugeHistogram bands (gt < count <= le) of the routing-key gauges: a gauge, not a histogram.
 _BOUNDS = ("0", "1", "2", "3", "5", "7", "10", "20", "50", "100", "200", "+Inf")
 ROUTING_KEY_BANDS: tuple[tuple[tuple[str, str], ...], ...] = tuple(
@@ -110,33 +130,11 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family("sglang:num_requests", "counter", "Number of requests processed.", "tok", streaming=True),
     Family("sglang:num_so_requests", "counter", "Number of structured output requests processed.", "tok"),
-    Family(
-        "sglang:time_to_first_token_seconds",
-        "histogram",
-        "Histogram of time to first token in seconds.",
-        "tok",
-        streaming=True,
-    ),
-    Family(
-        "sglang:inter_token_latency_seconds",
-        "histogram",
-        "Histogram of inter-token latency in seconds.",
-        "tok",
-    ),
-    Family(
-        "sglang:e2e_request_latency_seconds",
-        "histogram",
-        "Histogram of End-to-end request latency in seconds",
-        "tok",
-        streaming=True,
-    ),
-    Family(
-        "sglang:request_time_per_output_token_seconds",
-        "histogram",
-        "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1).",
-        "tok",
-        streaming=True,
-    ),
+    sli_family(TTFT_FAMILY, "Histogram of time to first token in seconds."),
+    sli_family(ITL_FAMILY, "Histogram of inter-token latency in seconds."),
+    sli_family(E2E_FAMILY, "Histogram of End-to-end request latency in seconds"),
+    sli_family(TPOT_FAMILY,
+               "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1)."),
     Family(
         "sglang:prompt_tokens_histogram",
         "histogram",
@@ -382,54 +380,7 @@ FAMILIES: tuple[Family, ...] = (
         "sched",
         buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
     ),
-    Family(
-        "sglang:queue_time_seconds",
-        "histogram",
-        "Histogram of queueing time in seconds.",
-        "sched",
-        buckets=(
-            0.0,
-            0.001,
-            0.005,
-            0.01,
-            0.05,
-            0.1,
-            0.2,
-            0.5,
-            1.0,
-            2.0,
-            3.0,
-            4.0,
-            5.0,
-            10.0,
-            15.0,
-            20.0,
-            30.0,
-            40.0,
-            50.0,
-            60.0,
-            70.0,
-            80.0,
-            90.0,
-            100.0,
-            200.0,
-            300.0,
-            400.0,
-            500.0,
-            600.0,
-            700.0,
-            800.0,
-            900.0,
-            1000.0,
-            1200.0,
-            1400.0,
-            1600.0,
-            1800.0,
-            2000.0,
-            2500.0,
-            3000.0,
-        ),
-    ),
+    sli_family(QUEUE_TIME, "Histogram of queueing time in seconds."),
     Family(
         "sglang:per_stage_req_latency_seconds",
         "histogram",
@@ -586,5 +537,8 @@ PD_FAMILIES: tuple[Family, ...] = (
         roles=_PREFILL,
     ),
 )
+# An SLI record on a family SGLang 0.5.23 does not print (a new SGLang's histogram): after the real server's.
+_PRINTED = {f.name for f in FAMILIES}
+FAMILIES += tuple(sli_family(s.family) for s in SLI_RECORDS if s.family not in _PRINTED)
 ALL_FAMILIES: tuple[Family, ...] = FAMILIES + PD_FAMILIES
 BY_NAME: dict[str, Family] = {f.name: f for f in ALL_FAMILIES}

@@ -10,19 +10,43 @@ Every body is validated by a pydantic model: a wrong, missing, non-finite or unk
 names it (`{"error": "factor: Input should be greater than 0", "errors": [...]}`), an unknown deployment
 a 404. Nothing is silently replaced: an absent factor takes the kind's default, a given one is used or
 refused. `advance` is bounded (MAX_ADVANCE_SECONDS) and yields to the event loop while it runs.
+
+The app drives the emulator as `Controlled`, what it calls of it: server.py's `Emulator` builds this app,
+so naming that class here would close an import cycle.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr, ValidationError
 
 from monitor.emulate.incidents import DEFAULT_FACTOR, KINDS, Incident
 
-if TYPE_CHECKING:
-    from monitor.emulate.server import Emulator
+
+class _Clocked(Protocol):
+    @property  # read-only: any deployment with an emulated clock (engine.EmulatedDeployment)
+    def now(self) -> float: ...
+
+
+class Controlled(Protocol):
+    """What the control port calls of the emulator (server.Emulator)."""
+
+    @property  # read-only, so a dict of EmulatedDeployment satisfies this Mapping of _Clocked
+    def deployments(self) -> Mapping[str, _Clocked]: ...
+
+    def sync(self) -> None: ...
+
+    def add_incident(self, inc: Incident) -> Incident: ...
+
+    def clear_incidents(self, deployment: str | None = None) -> None: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    async def advance(self, seconds: float) -> None: ...
+
 
 MAX_ADVANCE_SECONDS = 86400.0  # one control call moves the clock at most a day
 MAX_INCIDENT_SECONDS = 366 * 86400.0
@@ -76,7 +100,7 @@ class _HttpProblem(Exception):
         self.response = response
 
 
-def control_app(emulator: Emulator) -> web.Application:
+def control_app(emulator: Controlled) -> web.Application:
     app = web.Application()
 
     async def incident(request: web.Request) -> web.Response:

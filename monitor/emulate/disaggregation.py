@@ -6,25 +6,61 @@ the prefill rank prefills (its own slots), the KV moves (prefill inflight queue 
 and decode runs on the decode rank (`Scheduler.start_decode`). A transfer may fail (`kv_transfer_failure`):
 the decode server aborts the request. `--fake-prefill` clients (bench_serving) send only a decode half
 with FAKE_BOOTSTRAP_HOST: the decode server makes up the KV itself.
+
+`PDFlow` sees the deployment as `PDHost` and the scheduler as `PrefillDecodeScheduler`, what it reads and
+calls of them: the scheduler imports this module (it hands decode ranks their prealloc queue), so naming
+`scheduler.Scheduler` or `engine.EmulatedDeployment` here would close an import cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from monitor.emulate.engine import EmulatedDeployment
-    from monitor.emulate.sim import RankSim, Req
+    from monitor.emulate.incidents import Effects
+    from monitor.emulate.model import LatencyModel
+    from monitor.emulate.observe import Observer
+    from monitor.emulate.prefix_cache import KVCache
+    from monitor.emulate.sim import RankSim, Req, ServerSim
 
 BOOTSTRAP_SECONDS = 0.008
 FAKE_BOOTSTRAP_HOST = "2.2.2.2"  # bench_serving --fake-prefill: decode makes up the KV itself
 
 
+class PrefillDecodeScheduler(Protocol):
+    """What the PD flow needs of the scheduler (scheduler.Scheduler): a prefill's time, a decode's start."""
+
+    def prefill(self, srv: ServerSim, rank: RankSim, req: Req) -> float: ...
+
+    def start_decode(self, req: Req, t_first: float) -> None: ...
+
+
+class PDHost(Protocol):
+    """What `PDFlow` reads of its deployment (engine.EmulatedDeployment)."""
+
+    now: float
+    rng: random.Random
+    model: LatencyModel
+    server_of: dict[int, ServerSim]  # id(rank) -> its server, for the ranks alive now
+    live: dict[str, Req]
+    kv: KVCache
+    observer: Observer
+
+    @property  # read-only, so that the deployment's `Scheduler` satisfies this narrower type
+    def scheduler(self) -> PrefillDecodeScheduler: ...
+
+    def effects(self, role: str) -> Effects: ...
+
+    def schedule(self, t: float, fn: Callable[[Any], None], arg: Any) -> None: ...
+
+
 class PDFlow:
     """The prefill and decode queues of one PD deployment's ranks, and the KV transfer between them."""
 
-    def __init__(self, dep: EmulatedDeployment) -> None:
+    def __init__(self, dep: PDHost) -> None:
         self.dep = dep
 
     def prealloc(self, rank: RankSim) -> None:

@@ -12,6 +12,9 @@ stream, the servers and the requests in flight; its parts move them:
   - observe.py: the counters and histograms SGLang observes, and the request-metrics log;
   - exposition.py: the gauges read off a rank when scraped, and what /metrics renders.
 Every random draw comes from the one `rng`, in event order, so a seed fixes a whole run.
+
+Each part takes the deployment as a Protocol of its own (`SchedulerHost`, `KVHost`, `PDHost`, `IngressHost`,
+`ObserverHost`, `ScrapedDeployment`): what it reads and writes of it, so that no part imports this module.
 """
 
 from __future__ import annotations

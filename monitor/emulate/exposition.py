@@ -9,6 +9,9 @@ prometheus_client's `choose_encoder(Accept)`; we do the same with a collector th
 emulated families, so text 0.0.4 keeps `sglang:` names and OpenMetrics gets prometheus_client's
 `sglang_` escaping. Like MultiProcessCollector: label names sorted, histogram samples in the order
 `_sum`, buckets, `_count`, no `_created`, lazily created tokenizer children.
+
+It reads a deployment as `ScrapedDeployment` (what a scrape reads of it), not as `engine.EmulatedDeployment`,
+which imports this module (`rank_gauges`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import gzip
 import time
 import zlib
 from collections.abc import Container, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -29,7 +32,10 @@ from monitor.emulate.catalog import ALL_FAMILIES, Family
 from monitor.emulate.state import Histogram, LabelKey
 
 if TYPE_CHECKING:
-    from monitor.emulate.engine import EmulatedDeployment
+    from monitor.config import Deployment
+    from monitor.emulate.incidents import Effects
+    from monitor.emulate.model import LatencyModel
+    from monitor.emulate.prefix_cache import KVCache
     from monitor.emulate.sim import RankSim, ServerSim
 
 # Constants of the real fixture's engine (memory sizes, context length): nothing to model.
@@ -47,7 +53,19 @@ STARTUP_SECONDS = {"load_weight": 21.4, "kv_cache_allocation": 3.1, "scheduler_e
                    "tokenizer_e2e": 2.7, "decode": 17.9}
 
 
-def rank_gauges(dep: EmulatedDeployment, srv: ServerSim, rank: RankSim) -> dict[str, float]:
+class ScrapedDeployment(Protocol):
+    """What a scrape reads of a deployment (engine.EmulatedDeployment)."""
+
+    deployment: Deployment  # the NPU exporter's model name and chip ids come from its hardware and name
+    now: float
+    model: LatencyModel
+    servers: list[ServerSim]
+    kv: KVCache
+
+    def effects(self, role: str) -> Effects: ...
+
+
+def rank_gauges(dep: ScrapedDeployment, srv: ServerSim, rank: RankSim) -> dict[str, float]:
     """Scheduler gauges of one rank right now (what its last log_stats would have written)."""
     now, role = dep.now, srv.spec.role
     eff = dep.effects(role)
@@ -88,7 +106,7 @@ def rank_gauges(dep: EmulatedDeployment, srv: ServerSim, rank: RankSim) -> dict[
     }
 
 
-def decode_load(dep: EmulatedDeployment) -> float:
+def decode_load(dep: ScrapedDeployment) -> float:
     """Busy share of the decode-capable slots (drives accelerator utilisation)."""
     ranks = [r for s in dep.servers if s.spec.role != "prefill" for r in s.ranks]
     return sum(len(r.running) for r in ranks) / max(sum(r.capacity for r in ranks), 1)
@@ -154,7 +172,7 @@ def _scheduler(metric: Metric, fam: Family, srv: ServerSim, rank: RankSim, gauge
 _PREFILL_SKIPS = frozenset(f for sli, f in SLI_FAMILIES.items() if sli not in PREFILL_RECORDED_SLIS)
 
 
-def server_families(dep: EmulatedDeployment, srv: ServerSim, only: Container[str] | None = None) -> list[Metric]:
+def server_families(dep: ScrapedDeployment, srv: ServerSim, only: Container[str] | None = None) -> list[Metric]:
     """What the server's /metrics holds right now; `only`: just these families (by canonical name)."""
     role = srv.spec.role
     gauges = {id(r): rank_gauges(dep, srv, r) for r in srv.ranks}
@@ -200,7 +218,7 @@ def render(families: Iterable[Metric], accept: str | None, accept_encoding: str 
     return body, headers
 
 
-def render_server(dep: EmulatedDeployment, srv: ServerSim, accept: str | None,
+def render_server(dep: ScrapedDeployment, srv: ServerSim, accept: str | None,
                   accept_encoding: str | None = None) -> tuple[bytes, dict[str, str]]:
     return render(server_families(dep, srv), accept, accept_encoding)
 
@@ -226,7 +244,7 @@ def _npu_model_name(hardware: str) -> str:
     return "910A-Ascend-V1"
 
 
-def npu_chip_values(dep: EmulatedDeployment, chip: int) -> dict[str, float]:
+def npu_chip_values(dep: ScrapedDeployment, chip: int) -> dict[str, float]:
     eff = dep.effects("decode" if any(s.spec.role == "decode" for s in dep.servers) else "server")
     load = decode_load(dep)
     wobble = ((chip * 7919) % 13) / 13.0  # fixed per-chip spread, not random, so scrapes are stable
@@ -243,7 +261,7 @@ def npu_chip_values(dep: EmulatedDeployment, chip: int) -> dict[str, float]:
     }
 
 
-def render_npu(dep: EmulatedDeployment, chips: int, wall_ms: int | None = None) -> str:
+def render_npu(dep: ScrapedDeployment, chips: int, wall_ms: int | None = None) -> str:
     """npu-exporter text: gauges with explicit millisecond timestamps, the CardLabel label set."""
     ts = int(time.time() * 1000) if wall_ms is None else wall_ms
     model = _npu_model_name(dep.deployment.hardware)

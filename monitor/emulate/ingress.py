@@ -8,13 +8,18 @@ Two sources join the same scheduler, the same queues and the same metrics:
     `bootstrap_room`, and a half whose other half never comes is aborted after BOOTSTRAP_TIMEOUT.
 A request ends early when its client hangs up (aborted DISCONNECT_ABORT_SECONDS later, as SGLang's
 create_abort_task does) or when the process serving it dies (restart).
+
+`Ingress` sees the deployment as `IngressHost`, what it reads and calls of it (engine.py imports this
+module, so naming `engine.EmulatedDeployment` here would close an import cycle).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import TYPE_CHECKING, Any
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from monitor.emulate.disaggregation import BOOTSTRAP_SECONDS, FAKE_BOOTSTRAP_HOST
 from monitor.emulate.incidents import restarting
@@ -23,7 +28,12 @@ from monitor.emulate.sim import Req
 from monitor.emulate.wire import ClientRequest
 
 if TYPE_CHECKING:
-    from monitor.emulate.engine import EmulatedDeployment
+    from monitor.config import Deployment
+    from monitor.emulate.disaggregation import PDFlow
+    from monitor.emulate.incidents import Effects, Incident
+    from monitor.emulate.model import LatencyModel
+    from monitor.emulate.observe import Observer
+    from monitor.emulate.scheduler import Scheduler
     from monitor.emulate.sim import RankSim, ServerSim
 
 REQUEST_PROCESS_SECONDS = 0.002  # tokenize and dispatch to the scheduler
@@ -35,10 +45,30 @@ class SubmitError(ValueError):
     """A request this server cannot take the way it came (the HTTP side answers 400)."""
 
 
+class IngressHost(Protocol):
+    """What `Ingress` reads of its deployment (engine.EmulatedDeployment)."""
+
+    deployment: Deployment  # its name prefixes the synthetic requests' ids
+    now: float
+    rng: random.Random
+    model: LatencyModel
+    nominal_rate: float  # what `queue_buildup` multiplies when the synthetic load is off
+    servers: list[ServerSim]
+    incidents: list[Incident]
+    live: dict[str, Req]
+    scheduler: Scheduler
+    pd: PDFlow
+    observer: Observer
+
+    def effects(self, role: str) -> Effects: ...
+
+    def schedule(self, t: float, fn: Callable[[Any], None], arg: Any) -> None: ...
+
+
 class Ingress:
     """Synthetic arrivals, real submissions (PD halves paired), and the ends that come early."""
 
-    def __init__(self, dep: EmulatedDeployment) -> None:
+    def __init__(self, dep: IngressHost) -> None:
         self.dep = dep
         self._rids = itertools.count(1)
         self._pairs: dict[int, Req] = {}  # PD: bootstrap_room -> request with one half here

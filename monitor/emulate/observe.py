@@ -15,31 +15,66 @@ waiting queue) and `decode_waiting` (waiting -> first forward, also its `queue_t
 transfers are counted as SGLang counts them.
 
 And the request-metrics log line (`--export-metrics-to-file`) of the server that answers the client.
+
+The SLI histograms follow the SLI records (`conventions.slis`): each moment above observes a measure of the
+request (`Measure`: TTFT at the first token, ITL per run, TPOT and E2E at the finish, the queue wait at the
+first forward), into every record of that measure, on the record's family with the deployment's buckets (or
+SGLang's fixed ones, for a record no launch flag sets). No SLI key or family is spelled here; a measure with
+no observation point is refused at import.
+
+`Observer` sees the deployment as `ObserverHost` (its clock, buckets and incident effects), not as
+`engine.EmulatedDeployment`, which imports this module. The counters a fresh scheduler starts with at zero
+are sim.py's (`seed_scheduler_counters`): a new process holds them before anything is observed.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from monitor.conventions.slis import SLI_FAMILIES
+from monitor.conventions.slis import (
+    E2E_LATENCY,
+    FIRST_TOKEN_LATENCY,
+    INTER_TOKEN_LATENCY,
+    MEASURES,
+    OUTPUT_TOKEN_LATENCY,
+    QUEUE_WAIT,
+    RECORDS_OF,
+    SLI,
+    Measure,
+)
 from monitor.emulate.catalog import BY_NAME, STAGE_BUCKETS, TOKEN_BUCKETS
 from monitor.emulate.request_log import record
 from monitor.emulate.state import MetricStore
-from monitor.emulate.topology import ServerSpec
 
 if TYPE_CHECKING:
-    from monitor.emulate.engine import EmulatedDeployment
+    from monitor.emulate.incidents import Effects
     from monitor.emulate.sim import RankSim, Req, ServerSim
 
 HTTP_LABELS = {"endpoint": "/v1/chat/completions", "method": "POST"}  # synthetic requests' endpoint
-QUEUE_EDGES = BY_NAME["sglang:queue_time_seconds"].buckets
+# Where each measure is observed (the methods of `Observer` that call `_measure` with it).
+OBSERVED_AT: dict[Measure, str] = {
+    FIRST_TOKEN_LATENCY: "first_token", INTER_TOKEN_LATENCY: "itl", OUTPUT_TOKEN_LATENCY: "finished",
+    E2E_LATENCY: "finished, prefill_finished", QUEUE_WAIT: "prefill, decode_transferred",
+}
+if _unobserved := [m.name for m in MEASURES if m not in OBSERVED_AT]:
+    raise ValueError(f"emulator: no observation point in monitor/emulate/observe.py for the measure(s) {_unobserved}")
+
+
+class ObserverHost(Protocol):
+    """What `Observer` reads of its deployment (engine.EmulatedDeployment)."""
+
+    now: float
+    wall_start: float  # the wall time of emulated 0 (the request log's receipt times)
+    buckets: dict[str, tuple[float, ...]]  # the deployment's SLI buckets, by SLI
+
+    def effects(self, role: str) -> Effects: ...
 
 
 class Observer:
     """Records one deployment's metrics into its servers' and ranks' stores as the scheduler moves."""
 
-    def __init__(self, dep: EmulatedDeployment) -> None:
+    def __init__(self, dep: ObserverHost) -> None:
         self.dep = dep
 
     # --- tokenizer ---------------------------------------------------------------------------
@@ -47,14 +82,24 @@ class Observer:
         """A synthetic request reached `srv` (real ones are counted by the HTTP side)."""
         srv.store.inc("sglang:http_requests", HTTP_LABELS)
 
+    def _edges(self, sli: SLI) -> tuple[float, ...]:
+        """The record's buckets on this deployment: its launch flag's (the config's), or SGLang's fixed ones."""
+        return self.dep.buckets[sli.key] if sli.bucket_flag is not None else sli.buckets
+
+    def _measure(self, store: MetricStore, measure: Measure, labels: dict[str, str], value: float, *,
+                 weight: float = 1.0, sum_add: float | None = None, prefill: bool = False) -> None:
+        """One observation of `measure` into every SLI record of it (`prefill`: those a PD prefill server has)."""
+        for sli in RECORDS_OF[measure]:
+            if not prefill or sli.prefill_records:
+                store.observe(sli.family, labels, self._edges(sli), value, weight, sum_add)
+
     def first_token(self, srv: ServerSim, req: Req) -> None:
         labels = {**srv.base_labels(), "is_streaming": _flag(req.shape.streaming)}
-        srv.store.observe(SLI_FAMILIES["ttft"], labels, self.dep.buckets["ttft"], req.t_first - req.created)
+        self._measure(srv.store, FIRST_TOKEN_LATENCY, labels, req.t_first - req.created)
 
     def itl(self, srv: ServerSim, interval: float, n: int) -> None:
         """`n` tokens over `interval` seconds at one rate (SGLang's batched ITL observe)."""
-        srv.store.observe(SLI_FAMILIES["itl"], srv.base_labels(), self.dep.buckets["itl"], interval / n, weight=n,
-                          sum_add=interval)
+        self._measure(srv.store, INTER_TOKEN_LATENCY, srv.base_labels(), interval / n, weight=n, sum_add=interval)
 
     def finished(self, srv: ServerSim, req: Req, *, end: float, logged: bool = True) -> None:
         """TokenizerManager.collect_metrics at finish (TTFT was observed at the first token, ITL per run)."""
@@ -75,10 +120,10 @@ class Observer:
         store.observe("sglang:prompt_tokens_histogram", base, TOKEN_BUCKETS, shape.prompt_tokens)
         store.observe("sglang:uncached_prompt_tokens_histogram", base, TOKEN_BUCKETS, shape.uncached_tokens)
         store.observe("sglang:generation_tokens_histogram", base, TOKEN_BUCKETS, req.produced)
-        store.observe(SLI_FAMILIES["e2e"], ls, self.dep.buckets["e2e"], e2e)
+        self._measure(store, E2E_LATENCY, ls, e2e)
         tpot = request_tpot(req)
         if tpot is not None:
-            store.observe(SLI_FAMILIES["tpot"], ls, self.dep.buckets["tpot"], tpot)
+            self._measure(store, OUTPUT_TOKEN_LATENCY, ls, tpot)
         if not req.real:
             if shape.finish_reason == "abort" and not req.abort_message:
                 # A synthetic client drawn to abandon its request; an abort where the request was (`aborted`)
@@ -119,7 +164,7 @@ class Observer:
         store.observe("sglang:prompt_tokens_histogram", base, TOKEN_BUCKETS, shape.prompt_tokens)
         store.observe("sglang:uncached_prompt_tokens_histogram", base, TOKEN_BUCKETS, shape.uncached_tokens)
         store.observe("sglang:generation_tokens_histogram", base, TOKEN_BUCKETS, 1)
-        store.observe(SLI_FAMILIES["e2e"], ls, self.dep.buckets["e2e"], self.dep.now - req.p_created)
+        self._measure(store, E2E_LATENCY, ls, self.dep.now - req.p_created, prefill=True)
         if not req.real:
             store.inc("sglang:http_responses", {**HTTP_LABELS, "status_code": "200"})
 
@@ -140,7 +185,7 @@ class Observer:
         shape = req.shape
         for labels in rank.labels:
             lab = {**srv.base_labels(), **labels}
-            rank.store.observe("sglang:queue_time_seconds", lab, QUEUE_EDGES, req.queue_time)
+            self._measure(rank.store, QUEUE_WAIT, lab, req.queue_time, prefill=srv.spec.role == "prefill")
             stage(rank.store, lab, "prefill_forward", seconds)
             rank.store.inc("sglang:realtime_tokens", {**lab, "mode": "prefill_compute"}, shape.uncached_tokens)
             rank.store.inc("sglang:realtime_tokens", {**lab, "mode": "prefill_cache"}, shape.cached_tokens)
@@ -197,7 +242,7 @@ class Observer:
             lab = {**srv.base_labels(), **labels}
             stage(rank.store, lab, "decode_transferred", self.dep.now - req.t_prealloc)
             stage(rank.store, lab, "decode_waiting", wait)
-            rank.store.observe("sglang:queue_time_seconds", lab, QUEUE_EDGES, wait)
+            self._measure(rank.store, QUEUE_WAIT, lab, wait)
 
     def transfer_failed(self, req: Req) -> None:
         """Both sides count the failed transfer (SGLang's prefill.py and decode.py); the decode server's
@@ -224,16 +269,6 @@ def request_tpot(req: Req) -> float | None:
     if req.shape.finish_reason in ("stop", "length") and req.produced > 1 and req.t_end > req.t_first:
         return (req.t_end - req.t_first) / (req.produced - 1)
     return None
-
-
-def seed_scheduler_counters(store: MetricStore, spec: ServerSpec, labels: dict[str, str]) -> None:
-    """Scheduler counters that SGLang creates (at zero) when the scheduler starts."""
-    base = {"engine_type": spec.engine_type, "model_name": spec.model_name, **labels}
-    for fam in BY_NAME.values():
-        if fam.type != "counter" or fam.kind != "sched" or spec.role not in fam.roles:
-            continue
-        for extra in fam.extra or ((),):
-            store.touch(fam.name, {**base, **dict(extra)})
 
 
 def stage(store: MetricStore, labels: dict[str, str], name: str, seconds: float) -> None:

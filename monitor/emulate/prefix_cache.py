@@ -1,33 +1,50 @@
-"""The KV cache of each DP rank: its slots, what it holds, what is retracted, and its radix (prefix) cache.
+"""The KV cache of each DP rank: its slots, what it holds, what is retracted, and its prefix-cache hits.
 
 `KVCache` is the deployment's view of its ranks' KV pools. A rank has `max_running_requests / dp` slots;
 a full KV cache (`hbm_full`) leaves fewer, and a unified rank then retracts the decoding requests beyond
 them (newest first, as SGLang's `retract_decode` keeps the oldest): they go back to the front of the
 waiting queue, re-prefill their prompt and output so far when admitted, and resume decoding without a
 new TTFT. Token usage is read off the requests that hold KV: the prompt and output so far of those
-decoding, the prompt of those prefilling, in transfer or in flight.
+decoding, the prompt of those prefilling, in transfer or in flight. A real prompt's cached part comes
+from the rank's radix cache (radix_cache.py `PrefixCache`, which the rank owns).
 
-`PrefixCache` is a rank's radix cache, reduced to what sets a real request's `cached_tokens`: which
-prompt prefixes it holds. Prompts are keyed by chained block hashes (`wire._blocks`): a request hits the
-longest run of leading blocks the cache has seen, and its own blocks are then cached. Capacity is in
-tokens (the rank's KV pool); the least recently used blocks go first, as SGLang's eviction does. Each DP
-rank has its own cache, as each DP-attention scheduler has its own tree.
+`KVCache` sees the deployment as `KVHost` and the scheduler as `RetractingScheduler`: what it reads and
+calls of them, no more. The scheduler imports this module (it asks `capacity`), so naming
+`engine.EmulatedDeployment` or `scheduler.Scheduler` here would close an import cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from monitor.emulate.wire import CACHE_BLOCK
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from monitor.emulate.engine import EmulatedDeployment
     from monitor.emulate.incidents import Effects
-    from monitor.emulate.model import RequestShape
+    from monitor.emulate.model import LatencyModel, RequestShape
+    from monitor.emulate.observe import Observer
     from monitor.emulate.sim import RankSim, Req, ServerSim
+
+
+class RetractingScheduler(Protocol):
+    """What a retraction needs of the scheduler (scheduler.Scheduler): end a request's decode run, re-rate."""
+
+    def close_segment(self, req: Req, now: float) -> None: ...
+
+    def touch(self, rank: RankSim) -> None: ...
+
+
+class KVHost(Protocol):
+    """What `KVCache` reads of its deployment (engine.EmulatedDeployment)."""
+
+    now: float
+    model: LatencyModel
+    observer: Observer
+
+    @property  # read-only, so that the deployment's `Scheduler` satisfies this narrower type
+    def scheduler(self) -> RetractingScheduler: ...
+
+    def effects(self, role: str) -> Effects: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,7 @@ class KVUsage:
 class KVCache:
     """The KV pools of one deployment's ranks: how many requests fit, who is retracted, what they hold."""
 
-    def __init__(self, dep: EmulatedDeployment) -> None:
+    def __init__(self, dep: KVHost) -> None:
         self.dep = dep
 
     def capacity(self, srv: ServerSim, rank: RankSim) -> int:
@@ -92,25 +109,3 @@ class KVCache:
         evictable = max(min(pool - used, pool * 0.1 * (1 if self.dep.model.prefix_hit else 0.2)), 0.0)
         return KVUsage(seq, usage, used, evictable, total)
 
-
-class PrefixCache:
-    def __init__(self, capacity_tokens: int) -> None:
-        self.capacity_blocks = max(1, capacity_tokens // CACHE_BLOCK)
-        self._blocks: OrderedDict[int, None] = OrderedDict()
-
-    def match_and_insert(self, blocks: tuple[int, ...], prompt_tokens: int) -> int:
-        """Cached tokens of a prompt (at least one token is always computed), then cache its blocks."""
-        hit = 0
-        for key in blocks:
-            if key not in self._blocks:
-                break
-            hit += 1
-        for key in blocks:
-            self._blocks[key] = None
-            self._blocks.move_to_end(key)
-        while len(self._blocks) > self.capacity_blocks:
-            self._blocks.popitem(last=False)
-        return min(hit * CACHE_BLOCK, max(prompt_tokens - 1, 0))
-
-    def __len__(self) -> int:
-        return len(self._blocks)

@@ -11,25 +11,54 @@ TPOT x what the incidents do (`Effects.decode_rate`). A change only marks the ra
 deployment re-rates every marked rank after the event (`flush`), and each rank keeps one pending event
 for its next finish. Tokens are produced along that piecewise-linear curve; each constant-rate run is
 closed (`close_segment`) with one ITL observation when the rate changes.
+
+`Scheduler` sees the deployment as `SchedulerHost`: what it reads and writes of it, the other parts
+included (the KV cache, the PD flow and the observer, which name the scheduler only through protocols
+of their own, so that none of them imports this module or engine.py back).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from monitor.emulate.model import step_factor
 from monitor.emulate.sim import EPS
 
 if TYPE_CHECKING:
-    from monitor.emulate.engine import EmulatedDeployment
+    from monitor.emulate.disaggregation import PDFlow
+    from monitor.emulate.incidents import Effects
+    from monitor.emulate.model import LatencyModel
+    from monitor.emulate.observe import Observer
+    from monitor.emulate.prefix_cache import KVCache
     from monitor.emulate.sim import RankSim, Req, ServerSim
+
+
+class SchedulerHost(Protocol):
+    """What `Scheduler` reads and writes of its deployment (engine.EmulatedDeployment)."""
+
+    now: float
+    rng: random.Random
+    model: LatencyModel
+    server_of: dict[int, ServerSim]  # id(rank) -> its server, for the ranks alive now
+    live: dict[str, Req]
+    finished: int  # counted here, at each finish
+    real_finished: int
+    kv: KVCache
+    pd: PDFlow
+    observer: Observer
+
+    def effects(self, role: str) -> Effects: ...
+
+    def schedule(self, t: float, fn: Callable[[Any], None], arg: Any) -> None: ...
 
 
 class Scheduler:
     """Admission and the decode loop of every rank of one deployment (PD decode ranks decode here too)."""
 
-    def __init__(self, dep: EmulatedDeployment) -> None:
+    def __init__(self, dep: SchedulerHost) -> None:
         self.dep = dep
         self._dirty: dict[int, RankSim] = {}
 

@@ -10,6 +10,9 @@ scheduler's clock: the handler sleeps until the next token is due, syncs the emu
 what was produced (one chunk per wake, coalesced when it woke late, as SGLang's tokenizer does). A PD
 prefill server answers once its KV left; the decode server streams. A client that hangs up is aborted
 2 s later (SGLang's create_abort_task); a server that restarts or goes down drops its connections.
+
+The endpoints read the emulator's clock as `EmulatorClock`: server.py's `Emulator` adds these routes, so
+naming that class here would close an import cycle.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -27,13 +30,20 @@ from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.ingress import SubmitError
 from monitor.emulate.sim import Req, ServerSim
 
-if TYPE_CHECKING:
-    from monitor.emulate.server import Emulator
-
 log = logging.getLogger(__name__)
 IDLE_POLL_SECONDS = 1.0  # longest sleep without a due token (disconnects and a frozen clock are seen by then)
 SERVER_KEY = web.AppKey("server", ServerSim)
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class EmulatorClock(Protocol):
+    """What a request handler needs of the emulator's clock (server.Emulator)."""
+
+    def sync(self) -> None: ...  # run every deployment's events up to now
+
+    def poke(self) -> None: ...  # new events were scheduled: the clock task recomputes its sleep
+
+    def wall_seconds(self, emulated: float | None, longest: float) -> float: ...
 
 
 class Dropped(Exception):
@@ -64,7 +74,7 @@ class Waiter:
 class ServingEndpoints:
     """The request routes of one emulated server."""
 
-    def __init__(self, emulator: Emulator, dep: EmulatedDeployment, srv: ServerSim,
+    def __init__(self, emulator: EmulatorClock, dep: EmulatedDeployment, srv: ServerSim,
                  guard: Callable[[web.Request], None]) -> None:
         self.emu = emulator
         self.dep = dep

@@ -1,7 +1,8 @@
 """What an emulated deployment is made of: its server processes, their DP ranks and the requests in them.
 
 These hold state; the parts of `engine.EmulatedDeployment` move it (scheduler.py, disaggregation.py,
-ingress.py, prefix_cache.py) and observe it (observe.py, exposition.py).
+ingress.py, prefix_cache.py) and observe it (observe.py, exposition.py). Every part imports this module,
+so it imports none of them: only what a rank or process holds (radix_cache.py, state.py, request_log.py).
 
 Decode is a rate per request (seconds per token) that its rank recomputes whenever the batch, the
 prefills beside it or an incident changes; tokens are produced along that piecewise-linear curve
@@ -15,9 +16,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from monitor.emulate.catalog import BY_NAME
 from monitor.emulate.model import LatencyModel, RequestShape, decode_slots, prefill_slots
-from monitor.emulate.observe import seed_scheduler_counters
-from monitor.emulate.prefix_cache import PrefixCache
+from monitor.emulate.radix_cache import PrefixCache
 from monitor.emulate.request_log import RequestLog
 from monitor.emulate.state import MetricStore
 from monitor.emulate.topology import ServerSpec
@@ -192,3 +193,13 @@ class ServerSim:
 
     def base_labels(self) -> dict[str, str]:
         return {"engine_type": self.spec.engine_type, "model_name": self.spec.model_name}
+
+
+def seed_scheduler_counters(store: MetricStore, spec: ServerSpec, labels: dict[str, str]) -> None:
+    """Scheduler counters that SGLang creates (at zero) when the scheduler starts."""
+    base = {"engine_type": spec.engine_type, "model_name": spec.model_name, **labels}
+    for fam in BY_NAME.values():
+        if fam.type != "counter" or fam.kind != "sched" or spec.role not in fam.roles:
+            continue
+        for extra in fam.extra or ((),):
+            store.touch(fam.name, {**base, **dict(extra)})

@@ -4,8 +4,6 @@ besides, an SLO burn. Each alert reads only families the deployment's gateway ve
 
 from __future__ import annotations
 
-from typing import Any
-
 from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.names import (
@@ -20,19 +18,23 @@ from monitor.conventions.names import (
 )
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
+from monitor.generate.rule_model import AlertingRule
 from monitor.generate.rules import alert
-from monitor.promql import format_number, selector
+from monitor.promql import Expr, aggregate, binop, range_call, select, select_groups
 
 
 def _ann(summary: str, description: str, runbook: str) -> dict[str, str]:
     return {"summary": summary, "description": description, "runbook": runbook}
 
 
-def _increase(metric: str, eq: dict[str, str], by: str, window: str, neq: dict[str, str] | None = None) -> str:
-    return f"sum by ({by}) (increase({selector(metric, eq, neq=neq)}[{window}])) > 0"
+def _increase(metric: str, eq: dict[str, str], by: tuple[str, ...], window: str,
+              neq: dict[str, str] | None = None) -> Expr:
+    """`sum by (...) (increase(metric{...}[window])) > 0`."""
+    selected = select_groups(metric, eq, neq=neq)
+    return binop(aggregate("sum", range_call("increase", selected, window), by), ">", 0)
 
 
-def gateway_alerts(dep: Deployment, opts: Options, base: dict[str, str]) -> list[dict[str, Any]]:
+def gateway_alerts(dep: Deployment, opts: Options, base: dict[str, str]) -> list[AlertingRule]:
     """Worker unhealthy and circuit breaker open (both versions); overload shedding, admission rejections and
     PD rendezvous failures (smg 1.13 only). None without a router target (source router)."""
     if not dep.router_targets:
@@ -42,15 +44,15 @@ def gateway_alerts(dep: Deployment, opts: Options, base: dict[str, str]) -> list
     five = opts.duration("5m")
     gw = dep.gateway
     rules = [
-        alert(names.ALERT_ROUTER_WORKER, f"{selector(SMG_WORKER_HEALTH, eq)} == 0", opts.duration("2m"),
+        alert(names.ALERT_ROUTER_WORKER, binop(select_groups(SMG_WORKER_HEALTH, eq), "==", 0), opts.duration("2m"),
               {**base, "severity": "ticket"},
               _ann(f"{d}: router marks worker {{{{ $labels.worker }}}} unhealthy",
                    f"smg_worker_health == 0 for a worker of deployment {d}'s router.",
                    "Check the worker's /health endpoint and logs.")),
-        alert(names.ALERT_GATEWAY_CIRCUIT_OPEN, f"{selector(SMG_WORKER_CB_STATE, eq)} == {format_number(CB_OPEN)}",
+        alert(names.ALERT_GATEWAY_CIRCUIT_OPEN, binop(select_groups(SMG_WORKER_CB_STATE, eq), "==", CB_OPEN),
               opts.duration("1m"), {**base, "severity": "ticket"},
               _ann(f"{d}: the gateway's circuit breaker for worker {{{{ $labels.worker }}}} is open",
-                   f"{SMG_WORKER_CB_STATE} == {format_number(CB_OPEN)} (open) for a worker of deployment {d}: after "
+                   f"{binop(select(SMG_WORKER_CB_STATE), '==', CB_OPEN)} (open) for a worker of deployment {d}: after "
                    "consecutive failed requests (10 by default) the gateway sends it nothing until the breaker's "
                    "timeout, then half-opens it to test.",
                    "Check the worker's logs and its 5xx answers on the deployment dashboard's Gateway row; with "
@@ -71,7 +73,7 @@ def gateway_alerts(dep: Deployment, opts: Options, base: dict[str, str]) -> list
     for family, cause, by, summary, description, runbook in shedding:
         if gateway_has(gw, family):
             rules.append(alert(
-                names.ALERT_GATEWAY_SHEDDING, _increase(family, eq, f"deployment, {by}", five), None,
+                names.ALERT_GATEWAY_SHEDDING, _increase(family, eq, ("deployment", by), five), None,
                 {**base, "severity": "ticket", names.CAUSE_LABEL: cause},
                 _ann(f"{summary}: {{{{ $value | printf \"%.0f\" }}}} in {five}", description, runbook)))
     if dep.mode == "pd-disaggregated" and gateway_has(gw, SMG_PD_RENDEZVOUS_FAILURES):
@@ -79,7 +81,7 @@ def gateway_alerts(dep: Deployment, opts: Options, base: dict[str, str]) -> list
         # worker without a bootstrap listener, as the emulator): not a request failure, never paged on.
         rules.append(alert(
             names.ALERT_GATEWAY_PD_FAILURES,
-            _increase(SMG_PD_RENDEZVOUS_FAILURES, eq, "deployment, leg, phase", five,
+            _increase(SMG_PD_RENDEZVOUS_FAILURES, eq, ("deployment", "leg", "phase"), five,
                       neq={"phase": RENDEZVOUS_PROBE_PHASE}),
             opts.duration("1m"), {**base, "severity": "page"},
             _ann(f"{d}: PD {{{{ $labels.phase }}}} failures at the gateway on the {{{{ $labels.leg }}}} leg "

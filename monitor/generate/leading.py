@@ -12,22 +12,21 @@ never summed over TP ranks.
 
 from __future__ import annotations
 
-from typing import Any
-
 from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.names import GAUGES
 from monitor.conventions.slis import REQUEST_ROLES, SLI_BY_KEY
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
+from monitor.generate.rule_model import Rule
 from monitor.generate.rules import alert, record
-from monitor.promql import format_number, mean_latency, per_rank_total, selector
+from monitor.promql import aggregate, binop, format_number, mean_latency, per_rank_total, select
 from monitor.slo_plan import engine_matchers, extra_labels
 
 ITL, THROUGHPUT, MAX = names.TPOT_LEADING_SOURCES
 
 
-def leading_rules(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+def leading_rules(dep: Deployment, opts: Options) -> list[Rule]:
     """Recordings then the warning, for a deployment with a TPOT target (none without one)."""
     target = dep.tpot_target_seconds
     if target is None:
@@ -39,16 +38,17 @@ def leading_rules(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     ranks = engine_matchers(dep, REQUEST_ROLES)[0]
     running = per_rank_total(GAUGES["num_running_reqs"], eq, ranks)
     generated = per_rank_total(GAUGES["gen_throughput"], eq, ranks)
-    per_token = f"sum by (deployment) ({running})\n/ (sum by (deployment) ({generated}) > 0)"
-    both = selector(names.TPOT_LEADING, eq, {"source": f"{ITL}|{THROUGHPUT}"})
-    lead = selector(names.TPOT_LEADING, {**eq, "source": MAX})
+    per_token = binop(aggregate("sum", running, ("deployment",)), "/",
+                      binop(aggregate("sum", generated, ("deployment",)), ">", 0), before="\n", parens="needed")
+    both = select(names.TPOT_LEADING, (("deployment", "=", dep.name), ("source", "=~", f"{ITL}|{THROUGHPUT}")))
+    lead = select(names.TPOT_LEADING, (("deployment", "=", dep.name), ("source", "=", MAX)))
     d, limit = template_literal(dep.name), format_number(target)
     over = opts.duration(names.TPOT_LEADING_FOR)
     return [
         record(names.TPOT_LEADING, itl, {"source": ITL}),
         record(names.TPOT_LEADING, per_token, {"source": THROUGHPUT}),
-        record(names.TPOT_LEADING, f"max by (deployment) ({both})", {"source": MAX}),
-        alert(names.ALERT_TPOT_LEADING, f"{lead} > {limit}", over,
+        record(names.TPOT_LEADING, aggregate("max", both, ("deployment",)), {"source": MAX}),
+        alert(names.ALERT_TPOT_LEADING, binop(lead, ">", target), over,
               {**extra_labels(dep), "deployment": dep.name, "sli": "tpot", "severity": "warning"},
               {"summary": f"{d}: running requests decode at {{{{ $value | printf \"%.4f\" }}}}s per token, over the "
                           f"TPOT target {limit}s",

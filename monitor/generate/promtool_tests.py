@@ -24,9 +24,10 @@ from monitor.escaping import matchers
 from monitor.feeds import feed
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
+from monitor.generate.rule_model import AlertingRule
 from monitor.generate.rules import burn_alerts, burn_factor
 from monitor.generate.symptoms import PAGE_ROLES, global_groups, symptom_groups
-from monitor.promql import format_number, selector
+from monitor.promql import call, format_number, number, select, selector
 from monitor.slo_plan import (
     AvailabilityPlan,
     GoodputPlan,
@@ -53,9 +54,14 @@ def render(template: str, value: float, labels: dict[str, str]) -> str:
     return text.replace('{{ "{{" }}', "{{")
 
 
-def expanded_labels(rule: dict[str, Any]) -> dict[str, str]:
+def expanded_labels(rule: AlertingRule) -> dict[str, str]:
     """An alert's labels as Prometheus expands them (the rule holds them escaped, see `rules.alert`)."""
-    return {k: render(v, 0.0, {}) for k, v in rule["labels"].items()}
+    return {k: render(v, 0.0, {}) for k, v in rule.labels.items()}
+
+
+def _rounded(selected: dict[str, str], metric: str, digits: str) -> str:
+    """`round(metric{...}, digits)`: what an expected sample compares with."""
+    return str(call("round", select(metric, [(k, "=", v) for k, v in selected.items()]), number(digits)))
 
 
 def _counter(metric: str, labels: dict[str, str], per_step: float, steps: int) -> dict[str, str]:
@@ -133,17 +139,17 @@ def _series(plan: Plan, role: str, error: float | None, steps: int, nhcb: bool =
     return out
 
 
-def _expected(dep: Deployment, plan: Plan, alerts: list[dict[str, Any]], error: float, alertname: str,
+def _expected(dep: Deployment, plan: Plan, alerts: list[AlertingRule], error: float, alertname: str,
               pairs: set[tuple[str, str]]) -> list:
-    rules = [r for r in alerts if r["alert"] == alertname
-             and (r["labels"]["long_window"], r["labels"]["short_window"]) in pairs]
+    rules = [r for r in alerts if r.alert == alertname
+             and (r.labels["long_window"], r.labels["short_window"]) in pairs]
     burn = error / plan.budget
     labels = {"deployment": dep.name, "sli": plan.sli}
     return [{"exp_labels": {**labels, **expanded_labels(r)},
-             "exp_annotations": {k: render(v, burn, labels) for k, v in r["annotations"].items()}} for r in rules]
+             "exp_annotations": {k: render(v, burn, labels) for k, v in r.annotations.items()}} for r in rules]
 
 
-def _case(dep: Deployment, plan: Plan, alerts: list[dict[str, Any]], role: str, name: str, multiple: float | None,
+def _case(dep: Deployment, plan: Plan, alerts: list[AlertingRule], role: str, name: str, multiple: float | None,
           eval_min: int, pages: set[tuple[str, str]], tickets: set[tuple[str, str]],
           opts: Options) -> dict[str, Any] | None:
     error = None if multiple is None else multiple * plan.budget
@@ -159,7 +165,7 @@ def _case(dep: Deployment, plan: Plan, alerts: list[dict[str, Any]], role: str, 
             {"expr": selector(names.sli_error("5m"), ids), "eval_time": at, "exp_samples": []},
             {"expr": total, "eval_time": at, "exp_samples": [{"labels": total, "value": 0}]}]
     else:
-        case["promql_expr_test"] = [{"expr": f"round({selector(names.sli_error('5m'), ids)}, 0.0001)", "eval_time": at,
+        case["promql_expr_test"] = [{"expr": _rounded(ids, names.sli_error("5m"), "0.0001"), "eval_time": at,
                                      "exp_samples": [{"labels": matchers(ids), "value": round(error, 4)}]}]
     case["alert_rule_test"] = [
         {"eval_time": at, "alertname": names.ALERT_PAGE,
@@ -170,12 +176,12 @@ def _case(dep: Deployment, plan: Plan, alerts: list[dict[str, Any]], role: str, 
     return case
 
 
-def _target_down_case(dep: Deployment, symptoms: list[dict[str, Any]], opts: Options) -> dict[str, Any] | None:
+def _target_down_case(dep: Deployment, symptoms: list[AlertingRule], opts: Options) -> dict[str, Any] | None:
     roles = scraped_roles(dep)
     if not roles:
         return None
     role = roles[0]
-    rule = next(r for r in symptoms if r.get("alert") == names.ALERT_TARGET_DOWN and r["labels"].get("role") == role)
+    rule = next(r for r in symptoms if r.alert == names.ALERT_TARGET_DOWN and r.labels.get("role") == role)
     labels = {"deployment": dep.name, "role": role, "instance": "10.0.0.1:30000", "job": f"sglang-{role}"}
     series = selector("up", labels)
     return {"name": f"{dep.name}: {role} target down", "interval": opts.duration(STEP),
@@ -185,14 +191,14 @@ def _target_down_case(dep: Deployment, symptoms: list[dict[str, Any]], opts: Opt
                 {"eval_time": opts.duration("6m"), "alertname": names.ALERT_TARGET_DOWN, "exp_alerts": [
                     {"exp_labels": {**labels, **expanded_labels(rule),
                                     "severity": "page" if role in PAGE_ROLES else "ticket"},
-                     "exp_annotations": {k: render(v, 0, labels) for k, v in rule["annotations"].items()}}]}]}
+                     "exp_annotations": {k: render(v, 0, labels) for k, v in rule.annotations.items()}}]}]}
 
 
 def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     """The leading TPOT warning: quiet while running requests decode within the TPOT target, firing (after
     its `for`) when either the ITL mean or running / gen_throughput goes over it, quiet when idle.
     15 s samples: the 1m ITL rate needs several in its window."""
-    rule = next((r for r in leading_rules(dep, opts) if "alert" in r), None)
+    rule = next((r for r in leading_rules(dep, opts) if isinstance(r, AlertingRule)), None)
     if rule is None or dep.tpot_target_seconds is None:
         return []
     target = dep.tpot_target_seconds
@@ -224,7 +230,7 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     def case(name: str, itl_s: float | None, thr_s: float | None, fires: float | None) -> dict[str, Any]:
         exp = [] if fires is None else [{"exp_labels": {**labels, **expanded_labels(rule)},
                                         "exp_annotations": {k: render(v, fires, labels)
-                                                            for k, v in rule["annotations"].items()}}]
+                                                            for k, v in rule.annotations.items()}}]
         return {"name": f"{dep.name} tpot: {name}", "interval": opts.duration(step),
                 "input_series": series(itl_s, thr_s),
                 "alert_rule_test": [{"eval_time": at, "alertname": names.ALERT_TPOT_LEADING, "exp_alerts": exp}]}
@@ -232,7 +238,7 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     slow, fine = 1.5 * target, 0.5 * target
     checked = case("running requests decode slower than the target: warns", slow, fine, slow)
     checked["promql_expr_test"] = [
-        {"expr": f"round({selector(names.TPOT_LEADING, {'deployment': dep.name, 'source': src})}, 0.000001)",
+        {"expr": _rounded({"deployment": dep.name, "source": src}, names.TPOT_LEADING, "0.000001"),
          "eval_time": at, "exp_samples": [{"labels": matchers({"deployment": dep.name, "source": src}),
                                            "value": round(value, 6)}]}
         for src, value in zip(TPOT_LEADING_SOURCES, (slow, fine, slow))]
@@ -241,11 +247,11 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
                  2 * target),
             case("healthy stays quiet", fine, fine, None),
             case("idle stays quiet", None, None, None)]
-def _symptom_case(dep: Deployment, symptoms: list[dict[str, Any]], opts: Options, name: str, alertname: str,
+def _symptom_case(dep: Deployment, symptoms: list[AlertingRule], opts: Options, name: str, alertname: str,
                   series: dict[str, str], quiet_at: int, firing_at: int, fired: dict[str, str],
                   value: float) -> dict[str, Any]:
     """One symptom alert over 1-minute samples: quiet at `quiet_at` minutes, firing with `fired` labels later."""
-    rule = next(r for r in symptoms if r.get("alert") == alertname)
+    rule = next(r for r in symptoms if r.alert == alertname)
     labels = {**expanded_labels(rule), **fired}
     return {"name": f"{dep.name}: {name}", "interval": opts.duration("1m"),
             "input_series": [{"series": s, "values": v} for s, v in series.items()],
@@ -253,10 +259,10 @@ def _symptom_case(dep: Deployment, symptoms: list[dict[str, Any]], opts: Options
                 {"eval_time": opts.duration(quiet_at * 60), "alertname": alertname, "exp_alerts": []},
                 {"eval_time": opts.duration(firing_at * 60), "alertname": alertname, "exp_alerts": [
                     {"exp_labels": labels,
-                     "exp_annotations": {k: render(v, value, labels) for k, v in rule["annotations"].items()}}]}]}
+                     "exp_annotations": {k: render(v, value, labels) for k, v in rule.annotations.items()}}]}]}
 
 
-def _gateway_cases(dep: Deployment, symptoms: list[dict[str, Any]], opts: Options) -> list[dict[str, Any]]:
+def _gateway_cases(dep: Deployment, symptoms: list[AlertingRule], opts: Options) -> list[dict[str, Any]]:
     """A circuit breaker that opens pages nothing for a minute, then tickets; PD rendezvous failures at smg
     1.13's registration probe (one per prefill without a bootstrap listener) never fire, a bootstrap-phase one
     does."""
@@ -287,7 +293,7 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
                 if s == severity and multiple > burn_factor(f, period)}
 
     # The rules are built once here, not once per case that looks one up (fleet-scale generate time).
-    symptoms = [r for g in symptom_groups(dep, opts) for r in g["rules"]]
+    symptoms = [r for g in symptom_groups(dep, opts) for r in g.alerts]
     tests = []
     for plan in plans:
         alerts = burn_alerts(dep, plan, opts)
@@ -312,14 +318,14 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
             "tests": tests}
 
 
-def _fired(rule: dict[str, Any], labels: dict[str, str], value: float) -> dict[str, Any]:
+def _fired(rule: AlertingRule, labels: dict[str, str], value: float) -> dict[str, Any]:
     return {"exp_labels": {**labels, **expanded_labels(rule)},
-            "exp_annotations": {k: render(v, value, labels) for k, v in rule["annotations"].items()}}
+            "exp_annotations": {k: render(v, value, labels) for k, v in rule.annotations.items()}}
 
 
 def self_test(opts: Options) -> dict[str, Any]:
     """The sidecar's own alerts (`global_groups`): each quiet, then firing, at 1-minute steps."""
-    rules = {r["alert"]: r for g in global_groups(opts) for r in g["rules"]}
+    rules = {r.alert: r for g in global_groups(opts) for r in g.alerts}
     sidecar = {"instance": "127.0.0.1:9464", "job": names.SIDECAR_JOB}
     stuck = {**sidecar, "loop": names.LOOP_SCRAPE, "deployment": "stuck-deployment"}
     healthy = {**sidecar, "loop": names.LOOP_SCRAPE, "deployment": "healthy-deployment"}

@@ -16,7 +16,7 @@ total rates (traffic-weighted, cheap). All carry labels {deployment, sli}.
 
 from __future__ import annotations
 
-from typing import Any
+import math
 
 from monitor.config import Deployment
 from monitor.conventions import names
@@ -25,10 +25,17 @@ from monitor.conventions.slis import SLI_RECORDS
 from monitor.conventions.units import parse_duration
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
+from monitor.generate.rule_model import AlertingRule, RecordingRule, RuleGroup
 from monitor.promql import (
+    Expr,
+    binop,
+    call,
     error_ratio,
     format_number,
+    histogram_fraction,
     mean_latency,
+    range_call,
+    select,
     selector,
 )
 from monitor.slo_plan import (
@@ -44,19 +51,19 @@ from monitor.slo_plan import (
 PERIOD_30D = 30 * 86400
 
 
-def record(name: str, expr: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"record": name, "expr": expr, "labels": dict(sorted(labels.items()))}
+def record(name: str, expr: Expr, labels: dict[str, str]) -> RecordingRule:
+    """A recording rule, its labels sorted."""
+    return RecordingRule(record=name, expr=expr, labels=dict(sorted(labels.items())))
 
 
-def alert(name: str, expr: str, for_: str | None, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
-    """An alerting rule. Prometheus expands its label values as templates, like its annotations: each
-    value here is literal text (a deployment's `team: "{{"` must neither break the file nor run)."""
-    rule: dict[str, Any] = {"alert": name, "expr": expr}
-    if for_:
-        rule["for"] = for_
-    rule["labels"] = {k: template_literal(v) for k, v in sorted(labels.items())}
-    rule["annotations"] = dict(sorted(annotations.items()))
-    return rule
+def alert(name: str, expr: Expr, for_: str | None, labels: dict[str, str],
+          annotations: dict[str, str]) -> AlertingRule:
+    """An alerting rule, its labels and annotations sorted. Prometheus expands its label values as templates,
+    like its annotations: each value here is literal text (a deployment's `team: "{{"` must neither break the
+    file nor run)."""
+    return AlertingRule(alert=name, expr=expr, for_=for_ or None,
+                        labels={k: template_literal(v) for k, v in sorted(labels.items())},
+                        annotations=dict(sorted(annotations.items())))
 
 
 def burn_factor(nominal: float, period_seconds: int) -> float:
@@ -64,9 +71,13 @@ def burn_factor(nominal: float, period_seconds: int) -> float:
     return round(nominal * period_seconds / PERIOD_30D, 6)
 
 
-def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
+def _ids(dep: Deployment, plan: Plan) -> tuple[tuple[str, str, str], ...]:
+    return (("deployment", "=", dep.name), ("sli", "=", plan.sli))
+
+
+def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[RecordingRule]:
     labels = {"sli": plan.sli}
-    ids = {"deployment": dep.name, "sli": plan.sli}
+    ids = _ids(dep, plan)
     rules = []
     for window in RULE_WINDOWS:
         good, total = good_and_total(dep, plan, opts.duration(window), opts.nhcb)
@@ -74,35 +85,36 @@ def sli_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str,
         rules.append(record(names.sli_total(window), total, labels))
     for window in RULE_WINDOWS:
         rules.append(record(names.sli_error(window), error_ratio(
-            selector(names.sli_good(window), ids), selector(names.sli_total(window), ids)), labels))
+            select(names.sli_good(window), ids), select(names.sli_total(window), ids)), labels))
     return rules
 
 
-def meta_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
-    ids = {"deployment": dep.name, "sli": plan.sli}
-    budget = format_number(plan.budget)
+def meta_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[RecordingRule]:
+    ids = _ids(dep, plan)
+    budget = plan.budget
     static = {"deployment": dep.name, "sli": plan.sli}
     period = opts.duration(dep.period)
     rules = [
-        record(names.OBJECTIVE, f"vector({format_number(plan.objective)})", static),
-        record(names.ERROR_BUDGET, f"vector({budget})", static),
+        record(names.OBJECTIVE, call("vector", plan.objective), static),
+        record(names.ERROR_BUDGET, call("vector", budget), static),
     ]
     if isinstance(plan, SLIPlan):  # goodput has no single latency target
-        rules.append(record(names.TARGET, f"vector({format_number(plan.target)})", static))
+        rules.append(record(names.TARGET, call("vector", plan.target), static))
     for window in RULE_WINDOWS:
-        rules.append(record(names.burn_rate(window), f"{selector(names.sli_error(window), ids)} / {budget}",
+        rules.append(record(names.burn_rate(window), binop(select(names.sli_error(window), ids), "/", budget),
                             {"sli": plan.sli}))
-    good5, total5 = selector(names.sli_good("5m"), ids), selector(names.sli_total("5m"), ids)
-    rules.append(record(names.SLI_ERROR_PERIOD, error_ratio(f"sum_over_time({good5}[{period}])",
-                                                            f"sum_over_time({total5}[{period}])"),
+    good5, total5 = select(names.sli_good("5m"), ids), select(names.sli_total("5m"), ids)
+    rules.append(record(names.SLI_ERROR_PERIOD, error_ratio(range_call("sum_over_time", good5, period),
+                                                            range_call("sum_over_time", total5, period)),
                         {"sli": plan.sli, "period": dep.period}))
-    period_sel = selector(names.SLI_ERROR_PERIOD, ids)
-    rules.append(record(names.PERIOD_BURN_RATE, f"{period_sel} / {budget}", {"sli": plan.sli, "period": dep.period}))
-    rules.append(record(names.BUDGET_REMAINING, f"1 - {period_sel} / {budget}", {"sli": plan.sli, "period": dep.period}))
+    period_burn = binop(select(names.SLI_ERROR_PERIOD, ids), "/", budget)
+    rules.append(record(names.PERIOD_BURN_RATE, period_burn, {"sli": plan.sli, "period": dep.period}))
+    rules.append(record(names.BUDGET_REMAINING, binop(1, "-", period_burn, parens="needed"),
+                        {"sli": plan.sli, "period": dep.period}))
     return rules
 
 
-def latency_means(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
+def latency_means(dep: Deployment, opts: Options) -> list[RecordingRule]:
     """Mean latency from `_sum/_count` (NHCB: histogram_sum/histogram_count) for every family (dashboards,
     baseline-regression alerts)."""
     eq = {"deployment": dep.name}
@@ -139,7 +151,7 @@ def burn_annotations(dep: Deployment, plan: Plan, severity: str, long_w: str, sh
     if isinstance(plan, SLIPlan):
         ann["target_seconds"] = format_number(plan.target)
         if opts.nhcb:
-            ann["sli_metric"] = f"histogram_fraction(-Inf, {format_number(plan.target)}, {plan.family})"
+            ann["sli_metric"] = histogram_fraction(-math.inf, plan.target, select(plan.family))
         if plan.approximate:
             ann["approximation"] = template_literal(plan.approximation_note(opts.nhcb))
     return ann
@@ -161,8 +173,8 @@ def _runbook(dep: Deployment, plan: Plan, long_w: str) -> str:
             f"router. Rules: {rule}.")
 
 
-def burn_alerts(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, Any]]:
-    ids = {"deployment": dep.name, "sli": plan.sli}
+def burn_alerts(dep: Deployment, plan: Plan, opts: Options) -> list[AlertingRule]:
+    ids = _ids(dep, plan)
     period = parse_duration(dep.period)
     rules = []
     for severity, long_w, short_w, nominal in BURN_RATE_ALERTS:
@@ -170,8 +182,9 @@ def burn_alerts(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, An
         if factor * plan.budget >= 1:
             continue  # the error ratio can never exceed 1: this alert could never fire
         fac = format_number(factor)
-        expr = (f"{selector(names.burn_rate(long_w), ids)} > {fac}\n"
-                f"and\n{selector(names.burn_rate(short_w), ids)} > {fac}")
+        expr = binop(binop(select(names.burn_rate(long_w), ids), ">", factor), "and",
+                     binop(select(names.burn_rate(short_w), ids), ">", factor), before="\n", after="\n",
+                     parens="needed")
         # deployment/sli repeat the series labels so rules stay distinct (promtool's duplicate-rule lint).
         labels = {**extra_labels(dep), "deployment": dep.name, "sli": plan.sli, "severity": severity, "long_window": long_w, "short_window": short_w,
                   "burn_rate_threshold": fac}
@@ -181,7 +194,7 @@ def burn_alerts(dep: Deployment, plan: Plan, opts: Options) -> list[dict[str, An
     return rules
 
 
-def slo_groups(dep: Deployment, plans: list[Plan], opts: Options) -> list[dict[str, Any]]:
+def slo_groups(dep: Deployment, plans: list[Plan], opts: Options) -> list[RuleGroup]:
     """One group per deployment, in dependency order: raw rates -> error ratios -> burn rates -> alerts.
 
     Prometheus evaluates the rules of a group one after another at the same timestamp, each seeing what
@@ -190,8 +203,8 @@ def slo_groups(dep: Deployment, plans: list[Plan], opts: Options) -> list[dict[s
     The mean latencies go with the symptom rules that read them."""
     if not plans:
         return []
-    return [{"name": names.group(dep.name, "slo"), "rules": [
+    return [RuleGroup(name=names.group(dep.name, "slo"), rules=[
         *(r for p in plans for r in sli_recordings(dep, p, opts)),
         *(r for p in plans for r in meta_recordings(dep, p, opts)),
         *(r for p in plans for r in burn_alerts(dep, p, opts)),
-    ]}]
+    ])]

@@ -23,7 +23,17 @@ from monitor.conventions.names import AVAILABILITY_SLI, GOODPUT_REQUESTS_TOTAL
 from monitor.conventions.slis import GOODPUT_SLI, SLI_FAMILIES
 from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import excerpt, shorten, yaml_text
-from monitor.promql import format_number, matched_selector, selector
+from monitor.promql import (
+    Expr,
+    aggregate,
+    binop,
+    call,
+    chain,
+    format_number,
+    matched_select,
+    matched_selector,
+    selector,
+)
 from monitor.slo_plan import (
     AvailabilityPlan,
     GoodputPlan,
@@ -137,11 +147,11 @@ def goodput_document(dep: Deployment, plan: GoodputPlan) -> dict[str, Any]:
         "requests meeting every target")
 
 
-def _counter_sum(selectors: list[str]) -> str:
+def _counter_sum(selectors: list[Expr]) -> str:
     """One cumulative count from several counters (a counter the gateway has not created yet counts 0)."""
     if len(selectors) == 1:
-        return selectors[0]
-    return " + ".join(f"(sum({s}) or vector(0))" for s in selectors)
+        return str(selectors[0])
+    return str(chain("+", [binop(aggregate("sum", s), "or", call("vector", 0)) for s in selectors]))
 
 
 def availability_document(dep: Deployment, plan: AvailabilityPlan) -> dict[str, Any]:
@@ -150,7 +160,7 @@ def availability_document(dep: Deployment, plan: AvailabilityPlan) -> dict[str, 
     spec = plan.series
     return _counter_document(
         dep, plan, f"{dep.name}: {plan.describe()} over {dep.period}",
-        {"bad": _counter_sum([matched_selector(m.family, router, m.matchers) for m in spec.bad]),
+        {"bad": _counter_sum([matched_select(m.family, router, m.matchers) for m in spec.bad]),
          "total": matched_selector(spec.total.family, router, spec.total.matchers)},
         "requests without a server-side failure")
 

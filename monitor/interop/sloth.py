@@ -16,6 +16,7 @@ from typing import Any
 
 from monitor.config import Config, Deployment
 from monitor.escaping import comment, yaml_text
+from monitor.promql import binop, paren
 from monitor.slo_plan import Plan, SLIPlan, extra_labels, good_and_total, plan_slis
 
 SLOTH_VERSION = "prometheus/v1"
@@ -26,7 +27,7 @@ def queries(dep: Deployment, plan: Plan, window: str = WINDOW) -> tuple[str, str
     """(error_query, total_query) over `window`: the expressions of the generator's sli_good/sli_total
     records (`monitor.slo_plan.good_and_total`)."""
     good, total = good_and_total(dep, plan, window)
-    return f"({total})\n- ({good})", total
+    return str(binop(paren(total), "-", paren(good), before="\n")), str(total)
 
 
 def slo_spec(dep: Deployment, plan: Plan) -> dict[str, Any]:

@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 
 from monitor.conventions.policy import SIDECAR_WINDOWS
 from monitor.conventions.slis import REQUEST_SLIS
-from monitor.requestlog.records import Verdict
+from monitor.requestlog.records import FAILED, Verdict
 
-MISSED = ("ttft", "tpot", "e2e", "failed")
+# What a request can miss: each SLI the request log judges (the records with request_log=True), or `failed`.
+MISSED = (*REQUEST_SLIS, FAILED)
 _GOOD = 1
 _MISSED_BIT = {m: 1 << (1 + i) for i, m in enumerate(MISSED)}
-_SLI_SEEN = {s: 1 << (5 + 2 * i) for i, s in enumerate(REQUEST_SLIS)}
-_SLI_MET = {s: 1 << (6 + 2 * i) for i, s in enumerate(REQUEST_SLIS)}
+_FIRST_SLI_BIT = 1 + len(MISSED)
+_SLI_SEEN = {s: 1 << (_FIRST_SLI_BIT + 2 * i) for i, s in enumerate(REQUEST_SLIS)}
+_SLI_MET = {s: 1 << (_FIRST_SLI_BIT + 1 + 2 * i) for i, s in enumerate(REQUEST_SLIS)}
 
 
 def pack(v: Verdict) -> int:

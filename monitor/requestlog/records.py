@@ -5,6 +5,7 @@ Format (SGLang 0.5.23, `observability/request_metrics_exporter.py`): one JSON ob
   first_token_latency  TTFT in seconds (absent when no token came back)
   e2e_latency          seconds from receipt to the finishing batch
   completion_tokens    output tokens (int)
+  queue_time           seconds from the scheduler's waiting queue to the first forward
   finish_reason        {"type": "stop"|"length"|"abort", ...}
   request_finished_ts  wall-clock finish (unix seconds); response_sent_to_client_ts as fallback
   decode_throughput    tokens/s of the decode phase (only when defined)
@@ -14,19 +15,34 @@ which is exact because both latencies share the server's receipt time. `decode_t
 fallback: its definition changed between SGLang versions (completion_tokens / decode time in some,
 (completion_tokens - 1) / decode time in others, and a scheduler-side window for non-streaming
 requests in newer ones), so 1/decode_throughput is not always the TPOT the histogram saw.
+
+Which SLIs a line is judged on follows the SLI records (`conventions.slis`, those with `request_log=True`): each
+record's measure has one reading here (`READINGS`: its value on a line, and whether SGLang's histogram observed
+the request), never a branch on an SLI's key. A measure a line carries but this module cannot read is refused
+at import.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from monitor.conventions.slis import REQUEST_SLIS
+from monitor.conventions.slis import (
+    E2E_LATENCY,
+    FIRST_TOKEN_LATENCY,
+    MEASURES,
+    OUTPUT_TOKEN_LATENCY,
+    QUEUE_WAIT,
+    REQUEST_SLIS,
+    SLI_RECORDS,
+    Measure,
+)
 
 SUCCESS_TYPES = frozenset({"stop", "length"})
+FAILED: Final = "failed"  # what a request that did not succeed missed (instead of its latency SLIs)
 
 
 class RecordError(ValueError):
@@ -42,6 +58,7 @@ class RequestRecord:
     tpot: float | None  # None only when it cannot be computed for a request with > 1 output token
     completion_tokens: int
     finish_type: str | None
+    queue_time: float | None = None
 
     @property
     def success(self) -> bool:
@@ -108,6 +125,7 @@ def parse_record(obj: Any) -> RequestRecord:
         tpot=request_tpot(e2e, ttft, int(tokens), _num(obj, "decode_throughput")),
         completion_tokens=int(tokens),
         finish_type=_finish_type(obj),
+        queue_time=_num(obj, "queue_time"),
     )
 
 
@@ -119,26 +137,56 @@ def parse_line(text: str) -> RequestRecord:
     return parse_record(obj)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How a request-log line gives one measure (`conventions.slis.Measure`)."""
+
+    value: Callable[[RequestRecord], float | None]
+    # Would SGLang's histogram of the measure have observed the request? (tokenizer_manager semantics: the
+    # population the histogram's good ratio is over, for comparing the two sources like with like)
+    observed: Callable[[RequestRecord], bool]
+
+
+READINGS: Final[dict[Measure, Reading]] = {
+    FIRST_TOKEN_LATENCY: Reading(lambda r: r.ttft, lambda r: r.ttft is not None and r.finish_type != "abort"),
+    OUTPUT_TOKEN_LATENCY: Reading(lambda r: r.tpot,
+                                  lambda r: r.success and r.completion_tokens > 1 and r.tpot is not None),
+    E2E_LATENCY: Reading(lambda r: r.e2e, lambda r: r.e2e is not None),  # every finished request
+    QUEUE_WAIT: Reading(lambda r: r.queue_time, lambda r: r.queue_time is not None),  # every forwarded one
+}
+
+
+def check_readings(readings: Mapping[Measure, Reading]) -> dict[str, Reading]:
+    """The reading of every SLI record with `request_log=True`, by SLI; refuses (at import) a measure that a line
+    carries (`Measure.log_fields`) and this module cannot read, rather than a KeyError on the first line."""
+    unread = [m.name for m in MEASURES if m.log_fields and m not in readings]
+    unread += [f"{s.measure.name} (SLI {s.key!r}, request_log=True)" for s in SLI_RECORDS
+               if s.request_log and s.measure not in readings and s.measure.name not in unread]
+    if unread:
+        raise ValueError("request log: no reading in monitor/requestlog/records.py READINGS for the measure(s) "
+                         + ", ".join(unread))
+    return {s.key: readings[s.measure] for s in SLI_RECORDS if s.request_log}
+
+
+JUDGED: Final = check_readings(READINGS)
+
+
 def latency(rec: RequestRecord, sli: str) -> float | None:
-    return {"ttft": rec.ttft, "tpot": rec.tpot, "e2e": rec.e2e}[sli]
+    return JUDGED[sli].value(rec)
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     good: bool  # succeeded and met every SLO of the deployment (goodput)
-    missed: frozenset[str]  # subset of {"ttft", "tpot", "e2e", "failed"}
+    missed: frozenset[str]  # the request-log SLIs it missed (of REQUEST_SLIS), or {FAILED} alone
     # Per SLI: None when the request is outside the population SGLang's histogram observes,
     # else whether it met the target (for comparing the two sources like with like).
     sli_good: dict[str, bool | None]
 
 
 def histogram_population(rec: RequestRecord, sli: str) -> bool:
-    """Would SGLang's histogram for this SLI have observed the request? (tokenizer_manager semantics)"""
-    if sli == "ttft":
-        return rec.ttft is not None and rec.finish_type != "abort"
-    if sli == "tpot":
-        return rec.success and rec.completion_tokens > 1 and rec.tpot is not None
-    return rec.e2e is not None  # e2e: every finished request
+    """Would SGLang's histogram for this SLI have observed the request? (its measure's reading)"""
+    return JUDGED[sli].observed(rec)
 
 
 def evaluate(rec: RequestRecord, targets: Mapping[str, float]) -> Verdict:
@@ -150,7 +198,7 @@ def evaluate(rec: RequestRecord, targets: Mapping[str, float]) -> Verdict:
     """
     missed: set[str] = set()
     if not rec.success:
-        missed.add("failed")
+        missed.add(FAILED)
     else:
         for sli, target in targets.items():
             v = latency(rec, sli)
@@ -164,5 +212,5 @@ def evaluate(rec: RequestRecord, targets: Mapping[str, float]) -> Verdict:
 
 
 def request_targets(targets: Mapping[str, float | None]) -> dict[str, float]:
-    """The deployment's targets a request log can judge (`{sli: seconds}` for ttft/tpot/e2e set)."""
+    """The deployment's targets a request log can judge (`{sli: seconds}` for each set one of REQUEST_SLIS)."""
     return {s: float(t) for s in REQUEST_SLIS if (t := targets.get(s)) is not None}

@@ -85,3 +85,36 @@ def test_a_family_spelled_outside_names_a_duplicate_key_or_inconsistent_buckets_
     with pytest.raises(ValueError, match="not strictly increasing"):
         check_records(tuple(dataclasses.replace(r, buckets=(1.0, 0.5)) if r.key == "queue_time" else r
                             for r in SLI_RECORDS))
+
+
+def test_every_record_has_the_kind_of_its_measure():
+    from monitor.conventions.slis import KIND_COUNTS, MEASURES, PER_REQUEST, PER_TOKEN, REQUEST_SLIS
+
+    assert {s.key: s.kind for s in SLI_RECORDS} == {"ttft": PER_REQUEST, "tpot": PER_REQUEST, "itl": PER_TOKEN,
+                                                   "e2e": PER_REQUEST, "queue_time": PER_REQUEST}
+    assert all(s.measure in MEASURES and s.counts == KIND_COUNTS[s.kind] for s in SLI_RECORDS)
+    # What the request log judges: per-request records whose measure a line carries, and marked so.
+    assert all(SLI_BY_KEY[k].kind == PER_REQUEST and SLI_BY_KEY[k].measure.log_fields for k in REQUEST_SLIS)
+
+
+def test_a_record_the_request_log_or_a_prefill_server_cannot_have_is_refused():
+    import dataclasses
+
+    from monitor.conventions.slis import SLI_BY_KEY, SLI_RECORDS, check_records
+
+    def with_(key: str, **changes: object) -> tuple:
+        return tuple(dataclasses.replace(r, **changes) if r.key == key else r for r in SLI_RECORDS)
+
+    # ITL is per token: a request-log line has no per-token intervals, and one request no single verdict.
+    with pytest.raises(ValueError, match="itl: request_log=True but .* cannot judge its measure "
+                                         "'inter_token_latency' \\(per token"):
+        check_records(with_("itl", request_log=True))
+    # Queue time is on the line (`queue_time`): it could be judged (today it is not part of goodput).
+    check_records(with_("queue_time", request_log=True))
+    with pytest.raises(ValueError, match="a per-token SLI counts 'output tokens', not 'requests'"):
+        check_records(with_("itl", counts="requests"))
+    with pytest.raises(ValueError, match="prefill_records=True but a PD prefill server does not observe"):
+        check_records(with_("ttft", prefill_records=True))
+    unknown = dataclasses.replace(SLI_BY_KEY["ttft"].measure, name="made_up")
+    with pytest.raises(ValueError, match="measure 'made_up' is not one of"):
+        check_records(with_("ttft", measure=unknown))

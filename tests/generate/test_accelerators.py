@@ -21,14 +21,14 @@ def deployments():
 @pytest.fixture
 def rule_file(tmp_path):
     path = tmp_path / "accel.rules.yml"
-    rules = accelerator_groups(deployments(), Options())[0]["rules"]
+    rules = [r.data() for r in accelerator_groups(deployments(), Options())[0].rules]
     path.write_text(yaml.safe_dump({"groups": [{"name": "accelerators", "rules": rules}]}, sort_keys=False))
     return path
 
 
 def test_rule_shape_and_deployments_without_accelerators_are_skipped():
     (group,) = accelerator_groups(deployments(), Options())
-    rules = group["rules"]
+    rules = [r.data() for r in group.rules]
     assert len(rules) == 12
     assert {r["alert"] for r in rules} == {"AcceleratorUnhealthy", "AcceleratorHealthWarning",
                                            "AcceleratorMemoryNearlyFull", "AcceleratorTemperatureHigh",
@@ -44,15 +44,15 @@ def test_rule_shape_and_deployments_without_accelerators_are_skipped():
 
 def test_for_follows_the_time_scale_like_every_other_rule():
     rules = accelerator_rules(deployments()[0], Options(time_scale=60))
-    assert {r["for"] for r in rules} == {"2s"}
+    assert {r.for_ for r in rules} == {"2s"}
 
 
 def test_deployment_names_are_escaped_in_selectors_and_templates():
     weird = Deployment(name="kimi-a3", targets=[{"role": "npu", "node": "a3-0"}]).model_copy(
         update={"name": 'x"{{ $value }}'})  # past the slug check on purpose: escaping must not rely on it
     rule = accelerator_rules(weird, Options())[0]
-    assert 'accelerator_health{deployment="x\\"{{ $value }}"}' in rule["expr"]
-    assert rule["annotations"]["summary"].startswith('x"{{ "{{" }} $value }}: ')  # printed, not executed
+    assert 'accelerator_health{deployment="x\\"{{ $value }}"}' in rule.expr
+    assert rule.annotations["summary"].startswith('x"{{ "{{" }} $value }}: ')  # printed, not executed
 
 
 def test_promtool_check_rules(rule_file, prometheus_build):
@@ -73,7 +73,7 @@ def test_promtool_unit_tests(rule_file, tmp_path, prometheus_build):
     ]
     labels = {"deployment": "kimi-a3", "node": "a3-0", "device": "0", "chip": "1", "vendor": "huawei"}
     up_labels = {"deployment": "kimi-a3", "node": "a3-0", "source": "npu-smi"}
-    rules = accelerator_groups(deployments(), Options())[0]["rules"]
+    rules = [r.data() for r in accelerator_groups(deployments(), Options())[0].rules]
 
     def ann(alert: str, values: dict[str, str], value: str = "", deployment: str = "kimi-a3") -> dict[str, str]:
         """The rule's annotations with the templates promtool will expand filled in by hand."""

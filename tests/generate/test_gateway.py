@@ -52,7 +52,7 @@ def test_no_router_target_no_gateway_alert():
 def test_a_regular_smg_deployment_has_no_pd_alert():
     dep = parse_config({"deployments": [{"name": "d", "targets": [
         {"role": "router", "url": "http://127.0.0.1:29000/metrics"}]}]}).deployments[0]
-    got = {a["alert"] for a in gateway_alerts(dep, Options(), {})}
+    got = {a.alert for a in gateway_alerts(dep, Options(), {})}
     assert names.ALERT_GATEWAY_PD_FAILURES not in got and names.ALERT_GATEWAY_SHEDDING in got
 
 

@@ -36,7 +36,7 @@ def fleet() -> tuple[list[dict[str, Any]], str]:
     opts = Options()
     groups = [g for d in config.deployments
               for g in slo_groups(d, plan_slis(d, opts.approximate), opts) + symptom_groups(d, opts)]
-    return groups, prometheus_rules([yaml_item_text(g) for g in groups], opts)
+    return [g.data() for g in groups], prometheus_rules([g.item_text() for g in groups], opts)
 
 
 def _documents(text: str) -> list[str]:

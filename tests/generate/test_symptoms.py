@@ -5,13 +5,14 @@ from __future__ import annotations
 from monitor.config import Deployment
 from monitor.conventions import names, policy
 from monitor.generate.options import Options
+from monitor.generate.rule_model import RecordingRule
 from monitor.generate.symptoms import global_groups, symptom_groups
 
 
 def rules(dep: Deployment, opts: Options | None = None) -> dict[str, list[dict]]:
     (group,) = symptom_groups(dep, opts or Options())
     out: dict[str, list[dict]] = {}
-    for r in group["rules"]:
+    for r in (rule.data() for rule in group.rules):
         out.setdefault(r.get("alert") or r["record"], []).append(r)
     return out
 
@@ -45,9 +46,9 @@ def test_thresholds_come_from_conventions():
 
 def test_recordings_come_before_the_alerts_that_read_them():
     (group,) = symptom_groups(PD, Options())
-    kinds = ["record" if "record" in r else "alert" for r in group["rules"]]
+    kinds = ["record" if isinstance(r, RecordingRule) else "alert" for r in group.rules]
     assert kinds == sorted(kinds, key=lambda k: k != "record")
-    assert group["name"] == names.group("pd", "symptoms")
+    assert group.name == names.group("pd", "symptoms")
 
 
 def test_for_durations_follow_the_time_scale():
@@ -57,19 +58,19 @@ def test_for_durations_follow_the_time_scale():
 
 def test_the_self_rules_alert_on_a_down_sidecar_a_stuck_loop_and_a_restarting_loop():
     (group,) = global_groups(Options())
-    down, stuck, restarting, _recording, _reload = group["rules"]
+    down, stuck, restarting, _recording, _reload = (r.data() for r in group.rules)
     assert down["alert"] == names.ALERT_SIDECAR_DOWN and f'job="{names.SIDECAR_JOB}"' in down["expr"]
     # Stale after the same number of the sidecar's own intervals as its /healthz.
     assert stuck["alert"] == names.ALERT_LOOP_STUCK and names.M_LOOP_CYCLE_AGE in stuck["expr"]
     assert f"{names.LOOP_STALE_INTERVALS} * {names.M_SCRAPE_INTERVAL}" in stuck["expr"]
     assert restarting["alert"] == names.ALERT_LOOP_RESTARTING and names.M_LOOP_RESTARTS in restarting["expr"]
     (scaled,) = global_groups(Options(time_scale=60))
-    assert scaled["rules"][1]["for"] == "1s" and "[15s]" in scaled["rules"][2]["expr"]
+    assert scaled.rules[1].for_ == "1s" and "[15s]" in scaled.rules[2].expr
 
 
 def test_the_self_rules_alert_on_a_recording_that_cannot_be_written_and_a_failed_config_reload():
     (group,) = global_groups(Options())
-    rules = {r["alert"]: r for r in group["rules"]}
+    rules = {r.alert: r.data() for r in group.alerts}
     recording = rules[names.ALERT_RECORDING_FAILING]
     assert recording["expr"] == f"increase({names.M_RECORDING_WRITE_ERRORS}[15m]) > 0"
     assert "/healthz" in recording["annotations"]["description"]

@@ -37,7 +37,7 @@ def test_sloth_queries_are_the_generators_good_and_total_for_a_window(small_conf
         spec = yaml.safe_load(render_sloth(small_config)[f"sloth/{dep.name}.yaml"])
         by_name = {s["name"]: s for s in spec["slos"]}
         for plan in plan_slis(dep, approximate=True):
-            rules = {(r["record"]): r["expr"] for r in sli_recordings(dep, plan, opts)}
+            rules = {r.record: r.expr for r in sli_recordings(dep, plan, opts)}
             good = rules[f"slo_monitor:sli_good:rate{WINDOW}"]
             total = rules[f"slo_monitor:sli_total:rate{WINDOW}"]
             events = by_name[plan.sli]["sli"]["events"]

@@ -51,3 +51,24 @@ def test_finish_time_falls_back_to_received_plus_e2e():
 def test_malformed_lines_say_why(text, what):
     with pytest.raises(RecordError, match=what):
         parse_line(text)
+
+
+def test_every_request_log_record_is_judged_by_its_measure():
+    from monitor.conventions.slis import REQUEST_SLIS, SLI_BY_KEY
+    from monitor.requestlog.records import JUDGED, READINGS
+
+    assert tuple(JUDGED) == REQUEST_SLIS
+    assert all(JUDGED[k] is READINGS[SLI_BY_KEY[k].measure] for k in REQUEST_SLIS)
+    r = parse_record(rec("a", 1.0, ttft=0.5, e2e=2.5, tokens=41))
+    assert {k: JUDGED[k].value(r) for k in REQUEST_SLIS} == {"ttft": 0.5, "tpot": pytest.approx(0.05), "e2e": 2.5}
+
+
+def test_a_measure_the_line_carries_without_a_reading_is_refused_not_a_key_error():
+    from monitor.conventions.slis import QUEUE_WAIT
+    from monitor.requestlog.records import READINGS, check_readings
+
+    assert parse_record(rec("a", 1.0)).queue_time == 0.01 and READINGS[QUEUE_WAIT].value(parse_record(rec("a", 1.0)))
+    without = {m: r for m, r in READINGS.items() if m != QUEUE_WAIT}
+    with pytest.raises(ValueError, match="no reading in monitor/requestlog/records.py READINGS for the measure"
+                                         "\\(s\\) queue_time"):
+        check_readings(without)

@@ -37,8 +37,8 @@ def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     status = stat(
         "SLO status (period)", "1 = the SLI over the SLO period meets its objective, 0 = breached; one value per "
         "deployment and SLI.",
-        [(binop(binop(1, "-", select(names.SLI_ERROR_PERIOD, SEL)), ">= bool on (deployment, sli)",
-                select(names.OBJECTIVE, SEL)), "{{deployment}} {{sli}}")],
+        [(binop(binop(1, "-", select(names.SLI_ERROR_PERIOD, SEL)), ">=", select(names.OBJECTIVE, SEL), bool_=True,
+                on=("deployment", "sli")), "{{deployment}} {{sli}}")],
         thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
         mappings=[{"type": "value", "options": {"0": {"text": "BREACH", "color": "red"},
                                                 "1": {"text": "OK", "color": "green"}}}])
