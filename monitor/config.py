@@ -16,11 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from monitor.conventions.names import (
     DEFAULT_GATEWAY,
+    GATEWAY_SGLANG_ROUTER,
     GATEWAY_SOURCES,
     GATEWAYS,
     OWN_RULE_FILES,
     RESERVED_ALERT_LABELS,
     SOURCES,
+    URL_SOURCES,
     rules_file,
 )
 from monitor.conventions.policy import (
@@ -149,7 +151,7 @@ class Target(_Strict):
     def _fill(self) -> Target:
         if self.source is None:
             self.source = DEFAULT_SOURCE[self.role]  # type: ignore[assignment]
-        needs_url = self.source in ("sglang", "router", "router-engine-metrics", "npu-exporter", "dcgm")
+        needs_url = self.source in URL_SOURCES
         if needs_url and not self.url:
             raise ValueError(f"source {self.source!r} needs `url` (e.g. http://127.0.0.1:30000/metrics)")
         if self.source == "request-log" and not self.path:
@@ -303,7 +305,7 @@ class Deployment(_Strict):
             raise ValueError("availability_objective needs a target with role: router (source router: the "
                              "gateway's Prometheus listener, its --prometheus-port); availability is counted "
                              "from the gateway's request and response counters")
-        if self.gateway == "sglang-router-0.3.2" and self.mode == "pd-disaggregated" and any(
+        if self.gateway == GATEWAY_SGLANG_ROUTER and self.mode == "pd-disaggregated" and any(
                 t.source == "router-engine-metrics" for t in self.targets):
             raise ValueError("availability_objective with gateway sglang-router-0.3.2 and a router-engine-metrics "
                              "target: 0.3.2 answers /engine_metrics of a PD pair with HTTP 500 at every scrape "

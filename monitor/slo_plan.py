@@ -116,7 +116,8 @@ class GoodputPlan:
 
     deployment: str
     objective: float
-    targets: dict[str, float]  # the latency targets a request must meet (ttft, tpot, e2e)
+    # The latency targets a request must meet: each request-log SLI (REQUEST_SLIS) the deployment targets.
+    targets: dict[str, float]
     sli: str = GOODPUT_SLI
     good_metric: str = GOODPUT_REQUESTS_TOTAL
     total_metric: str = LOG_FINISHED_TOTAL

@@ -101,3 +101,38 @@ def test_the_label_rule_check_sees_an_attribute_an_import_and_a_name(tmp_path):
     (tmp_path / "c.py").write_text("def f(d):\n    return d[WORKER_ADDR_LABEL]\n")
     (tmp_path / "feeds.py").write_text("from monitor.conventions.slis import ENGINE_TYPE_ROLES\n")
     assert set(rule_users(tmp_path)) == {"a.py", "b.py", "c.py"}
+
+
+# The likelier break: a module writing the label itself, `("engine_type", "!=", "prefill")`, with no constant to
+# name. The label names are string constants only in their owners; the emulator's SGLang writes them on its own
+# series (it applies no rule) and `inspect` names a JSON field of its report after one.
+LABEL_NAMES = {"engine_type", "worker_addr"}
+LABEL_EXEMPT = {"emulate/sim.py": "the emulated SGLang labels its series as the real one does",
+                "inspect_exposition.py": "a field of inspect's JSON report"}
+
+
+def label_spellers(root: Path) -> dict[str, int]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in RULE_OWNERS or rel in LABEL_EXEMPT:
+            continue
+        n = sum(isinstance(node, ast.Constant) and node.value in LABEL_NAMES
+                for node in ast.walk(ast.parse(path.read_text())))
+        if n:
+            out[rel] = n
+    return out
+
+
+def test_no_other_module_writes_the_merge_labels_by_hand():
+    assert not label_spellers(MONITOR), "ask monitor.feeds.feed for the matchers"
+    for rel in LABEL_EXEMPT:  # an exemption whose module no longer writes a label leaves the list
+        assert any(name in (MONITOR / rel).read_text() for name in LABEL_NAMES), rel
+
+
+def test_the_label_spelling_check_catches_a_planted_matcher(tmp_path):
+    (tmp_path / "generate").mkdir()
+    (tmp_path / "generate" / "rules.py").write_text('M = ("engine_type", "!=", "prefill")\nN = {"worker_addr": "x"}\n')
+    (tmp_path / "feeds.py").write_text('M = ("engine_type", "!=", "prefill")\n')
+    (tmp_path / "other.py").write_text('M = ("role", "=", "engine_type is a word in prose")\n')
+    assert label_spellers(tmp_path) == {"generate/rules.py": 2}

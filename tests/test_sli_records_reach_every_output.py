@@ -2,8 +2,10 @@
 added at runtime (`planted_record`: the project is imported again with one more record in conventions/slis.py
 and its family in conventions/names.py, then put back), judged by the request log and on the emulator's own
 family. A deployment that sets every record's target gets, for each SLI, its config field, sidecar state,
-status-table cell, recording rules and alerts, promtool cases, a dashboard row, an OpenSLO document and a Sloth
-SLO; the request log judges every record with `request_log=True` (its windows, the sidecar's request-log
+status-table cell, recording rules and alerts (its mean latency too), promtool cases, a dashboard row, a panel
+against its target on the overview and incident dashboards, an OpenSLO document and a Sloth SLO, and a place in
+what the goodput runbook and the sidecar's missed family list; a deployment that does not target it gets no rule
+and no against-target panel for it (docs/architecture.md, "How to add an SLI"); the request log judges every record with `request_log=True` (its windows, the sidecar's request-log
 families); the emulator observes every record's family and writes the request-log lines that judge it. An
 output that lists SLIs by hand fails here as soon as a record is added."""
 
@@ -150,6 +152,35 @@ def test_the_deployment_dashboard_has_a_row_per_sli(m):
         assert f"{sli.title} ({sli.long_name})" in titles
 
 
+def test_the_overview_and_incident_dashboards_set_every_targeted_sli_against_its_target(m):
+    overview = json.loads(m.files["dashboards/slo-overview.json"])
+    titles = [p["title"] for p in overview["panels"]]
+    incident = json.loads(m.files["dashboards/slo-incident.json"])
+    legends = {t.get("legendFormat") for p in incident["panels"] for t in p.get("targets", [])}
+    for sli in m.slis.SLI_RECORDS:
+        assert f"{sli.title} p99 vs target" in titles, sli.key
+        assert f"p99 {sli.key}" in legends, sli.key
+
+
+def test_a_deployment_that_does_not_target_an_sli_gets_no_rule_for_it(m):
+    """An SLI no deployment targets adds no rule (no mean latency either) and no against-target panel: adding a
+    record changes only the deployments that target it. The deployment dashboard keeps a row for every record
+    (the histogram is there whatever the targets; docs/architecture.md says why)."""
+    config = m.parse_config({"deployments": [{
+        "name": "ttft-only", "ttft_target_seconds": 8.0, "goodput_objective": 0.9,
+        "targets": [{"role": "server", "url": "http://10.0.0.1:30000/metrics"},
+                    {"role": "request-log", "path": str(m.log_dir), "name": "log"}]}]})
+    files = m.generate(config, m.Options(config_name="untargeted"))
+    rules = files["alerts/rules/ttft-only.rules.yml"]
+    assert THROWAWAY not in rules and "(ttft, failed)" in rules  # the goodput runbook: what its requests can miss
+    assert THROWAWAY_FAMILY not in files["alerts/tests/ttft-only.test.yml"]
+    for name in ("slo-overview.json", "slo-incident.json"):
+        assert THROWAWAY_FAMILY not in files[f"dashboards/{name}"], name
+    dash = json.loads(files["dashboards/sglang-deployment.json"])
+    rec = m.slis.SLI_BY_KEY[THROWAWAY]
+    assert f"{rec.title} ({rec.long_name})" in [p["title"] for p in dash["panels"] if p.get("type") == "row"]
+
+
 def test_openslo_and_sloth_export_every_sli(m):
     openslo = [d for text in m.render_openslo(m.config).values() for d in yaml.safe_load_all(text)]
     assert {d["metadata"]["labels"]["sli"] for d in openslo} >= set(m.keys)
@@ -198,9 +229,13 @@ def test_the_request_log_judges_every_request_log_record(m):
     assert good[THROWAWAY] == pytest.approx(1 / 3) and good["ttft"] == pytest.approx(2 / 3)
     missed = {s.labels["missed"]: s.value for s in samples if s.name == m.names.M_MISSED}
     assert missed[THROWAWAY] == 2.0
+    # What a request can miss, as the sidecar's family says it and the goodput runbook lists it.
+    (family,) = [fam for fam in sidecar.extra_families(status) if fam.name == m.names.M_MISSED]
+    assert f", {THROWAWAY})" in family.documentation
     # The goodput SLO's plan takes its targets from the same records.
     rules = m.files[f"alerts/rules/{DEPLOYMENT}.rules.yml"]
     assert "Throwaway <= 4s" in rules and "TTFT <= 8s" in rules
+    assert f", {THROWAWAY}, failed)" in rules
 
 
 # --- the emulator ------------------------------------------------------------------------------------------

@@ -93,9 +93,11 @@ DEFAULT_GATEWAY: Final = GATEWAY_SMG
 # telemetry (monitor/telemetry/ reads each into `accelerator_*`), and SGLang's per-request log.
 SGLANG_SOURCE: Final = "sglang"
 GATEWAY_SOURCES: Final = ("router", "router-engine-metrics")
-TELEMETRY_SOURCES: Final = ("npu-smi", "npu-exporter", "dcgm", "nvml")
+HTTP_TELEMETRY_SOURCES: Final = ("npu-exporter", "dcgm")  # exporters scraped over HTTP; npu-smi and nvml are local
+TELEMETRY_SOURCES: Final = ("npu-smi", *HTTP_TELEMETRY_SOURCES, "nvml")
 REQUEST_LOG_SOURCE: Final = "request-log"
 SOURCES: Final = (SGLANG_SOURCE, *GATEWAY_SOURCES, *TELEMETRY_SOURCES, REQUEST_LOG_SOURCE)
+URL_SOURCES: Final = (SGLANG_SOURCE, *GATEWAY_SOURCES, *HTTP_TELEMETRY_SOURCES)  # the config's `url:` is required
 # Families of smg 1.13 that sglang-router 0.3.2 does not have, each seen in the real binary's exposition or
 # its metric descriptions (docs/gateways.md says what each measures, with the capture that shows it).
 SMG_PD_HEAD: Final = "smg_pd_ttft_seconds"  # prefill dispatch to the decode response *head* on the HTTP router: not TTFT

@@ -213,11 +213,22 @@ SLI_BY_FAMILY: Final[dict[str, SLI]] = {s.family: s for s in SLI_RECORDS}
 # The records of each measure, in record order (the emulator observes each measure into all of them).
 RECORDS_OF: Final[dict[Measure, tuple[SLI, ...]]] = {m: tuple(s for s in SLI_RECORDS if s.measure == m)
                                                       for m in MEASURES}
+# The leading TPOT signal (docs/leading-tpot.md) relates two measures, not two keys: the per-request output-token
+# latency is observed only when a request finishes, the per-token inter-token latency of the same decode at every
+# output token, so the latter's mean over the last minute tells what the former will show. The warning is about
+# the first record of the output-token latency (its target, its `sli` label, its dashboard row) and reads the
+# first record of the inter-token latency (its family and roles): the generated rules, promtool cases and
+# dashboards name them through these two roles, never through their keys.
+LEADING_SLI: Final = RECORDS_OF[OUTPUT_TOKEN_LATENCY][0]
+LEADING_SOURCE: Final = RECORDS_OF[INTER_TOKEN_LATENCY][0]
 DEFAULT_BUCKETS: Final[dict[str, tuple[float, ...]]] = {s.key: s.buckets for s in SLI_RECORDS}
 SLI_ROLES: Final[dict[str, tuple[str, ...]]] = {s.key: s.roles for s in SLI_RECORDS}
 # The latency SLIs a request's log line can be judged on (per-request SLIs whose measure a line carries; ITL is
 # per token: no single verdict per request).
 REQUEST_SLIS: Final = tuple(s.key for s in SLI_RECORDS if s.request_log)
+# What a request that did not succeed missed in the request log's judgement (instead of its latency SLIs): the
+# goodput series' `sli` label and the runbook name it beside REQUEST_SLIS.
+REQUEST_FAILED: Final = "failed"
 # What SGLang itself exposes on a PD prefill server (the emulator reproduces it).
 PREFILL_RECORDED_SLIS: Final = tuple(s.key for s in SLI_RECORDS if s.prefill_records)
 # The optional per-request SLO (requests meeting every target), from a request-log target.

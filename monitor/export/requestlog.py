@@ -4,7 +4,7 @@
     slo_monitor_goodput_ratio{deployment,window}                  good / finished requests
     slo_monitor_goodput_requests_per_second{deployment,window}    good requests / window seconds
     slo_monitor_request_log_requests{deployment,window}           finished requests in the window
-    slo_monitor_requests_missed{deployment,window,missed}         requests that missed ttft|tpot|e2e|failed
+    slo_monitor_requests_missed{deployment,window,missed}         requests that missed a request-log SLI, or failed
     slo_monitor_request_log_sli_good_ratio{deployment,sli,window} per-SLI good ratio from the log
     slo_monitor_sli_source_disagreement_ratio{deployment,sli,window}  log ratio - histogram ratio
     slo_monitor_request_log_lines_total{deployment,target}        lines read
@@ -32,8 +32,10 @@ from monitor.conventions.names import (
     M_LOG_SLI_GOOD,
     M_MISSED,
 )
+from monitor.conventions.slis import REQUEST_SLIS
 from monitor.requestlog.goodput import MISSED, WindowGoodput, disagreement
 from monitor.requestlog.reader import TargetCounts
+from monitor.requestlog.records import FAILED
 from monitor.status_model import StatusResponse
 
 
@@ -60,8 +62,9 @@ def request_log_families(summaries: Mapping[str, Mapping[str, WindowGoodput]], c
     rate = GaugeMetricFamily(M_GOODPUT_RATE, "Requests per second that succeeded and met every latency SLO "
                              "(goodput), over the window.", labels=DW)
     total = GaugeMetricFamily(M_LOG_REQUESTS, "Requests finished in the window, from the request log.", labels=DW)
-    missed = GaugeMetricFamily(M_MISSED, "Requests finished in the window that missed an SLO (ttft, tpot, e2e) "
-                               "or failed; a request can miss several.", labels=[*DW, "missed"])
+    missed = GaugeMetricFamily(M_MISSED, f"Requests finished in the window that missed an SLO "
+                               f"({', '.join(REQUEST_SLIS)}) or {FAILED}; a request can miss several.",
+                               labels=[*DW, "missed"])
     sli_good = GaugeMetricFamily(M_LOG_SLI_GOOD, "Per-SLI good ratio computed per request from the request log, "
                                  "over the population SGLang's histogram observes.", labels=DSW)
     disagree = GaugeMetricFamily(M_DISAGREEMENT, "Request-log good ratio minus histogram good ratio of the SLI "

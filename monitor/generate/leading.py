@@ -15,7 +15,7 @@ from __future__ import annotations
 from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.names import GAUGES
-from monitor.conventions.slis import REQUEST_ROLES, SLI_BY_KEY
+from monitor.conventions.slis import LEADING_SLI, LEADING_SOURCE, REQUEST_ROLES
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
 from monitor.generate.rule_model import Rule
@@ -27,14 +27,17 @@ ITL, THROUGHPUT, MAX = names.TPOT_LEADING_SOURCES
 
 
 def leading_rules(dep: Deployment, opts: Options) -> list[Rule]:
-    """Recordings then the warning, for a deployment with a TPOT target (none without one)."""
-    target = dep.tpot_target_seconds
+    """Recordings then the warning, for a deployment with a TPOT target (none without one).
+
+    The warning is about one SLI, TPOT, and reads another's mean, ITL's: both through their roles in
+    conventions (`LEADING_SLI`, `LEADING_SOURCE`: the output-token and inter-token latencies), not their keys."""
+    target = dep.target_seconds(LEADING_SLI.key)
     if target is None:
         return []
     eq = {"deployment": dep.name}
     window = opts.duration(names.TPOT_LEADING_WINDOW)
-    regex, neq, nregex = engine_matchers(dep, SLI_BY_KEY["itl"].roles)
-    itl = mean_latency(SLI_BY_KEY["itl"].family, eq, regex, window, neq, opts.nhcb, nregex)
+    regex, neq, nregex = engine_matchers(dep, LEADING_SOURCE.roles)
+    itl = mean_latency(LEADING_SOURCE.family, eq, regex, window, neq, opts.nhcb, nregex)
     ranks = engine_matchers(dep, REQUEST_ROLES)[0]
     running = per_rank_total(GAUGES["num_running_reqs"], eq, ranks)
     generated = per_rank_total(GAUGES["gen_throughput"], eq, ranks)
@@ -49,15 +52,16 @@ def leading_rules(dep: Deployment, opts: Options) -> list[Rule]:
         record(names.TPOT_LEADING, per_token, {"source": THROUGHPUT}),
         record(names.TPOT_LEADING, aggregate("max", both, ("deployment",)), {"source": MAX}),
         alert(names.ALERT_TPOT_LEADING, binop(lead, ">", target), over,
-              {**extra_labels(dep), "deployment": dep.name, "sli": "tpot", "severity": "warning"},
+              {**extra_labels(dep), "deployment": dep.name, "sli": LEADING_SLI.key, "severity": "warning"},
               {"summary": f"{d}: running requests decode at {{{{ $value | printf \"%.4f\" }}}}s per token, over the "
-                          f"TPOT target {limit}s",
+                          f"{LEADING_SLI.title} target {limit}s",
                "description": f"The requests deployment {d} is decoding now take {{{{ $value | printf \"%.4f\" }}}}s "
-                              f"per output token (the larger of the mean ITL over {window} and running requests / "
-                              f"generated tokens per second) for {over}. TPOT is observed when a request finishes: "
-                              "the SLO burn follows as they do. A warning, not a page: the page is the burn rate.",
-               "runbook": "Open the 'SGLang deployment' dashboard (TPOT row, leading signal): check running "
-                          "requests against --max-running-requests, KV-cache token usage, retractions, speculative "
+                              f"per output token (the larger of the mean {LEADING_SOURCE.title} over {window} and "
+                              f"running requests / generated tokens per second) for {over}. {LEADING_SLI.title} is "
+                              "observed when a request finishes: the SLO burn follows as they do. A warning, not a "
+                              "page: the page is the burn rate.",
+               "runbook": f"Open the 'SGLang deployment' dashboard ({LEADING_SLI.title} row, leading signal): check "
+                          "running requests against --max-running-requests, KV-cache token usage, retractions, speculative "
                           "accept length and accelerator throttling.",
                "target_seconds": limit}),
     ]

@@ -18,7 +18,7 @@ from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.names import GAUGES, TPOT_LEADING_SOURCES
 from monitor.conventions.policy import BURN_RATE_ALERTS
-from monitor.conventions.slis import REQUEST_ROLES, SLI_BY_KEY, SLI_FAMILIES
+from monitor.conventions.slis import LEADING_SLI, LEADING_SOURCE, REQUEST_ROLES
 from monitor.conventions.units import format_le, parse_duration
 from monitor.escaping import matchers
 from monitor.feeds import feed
@@ -197,12 +197,14 @@ def _target_down_case(dep: Deployment, symptoms: list[AlertingRule], opts: Optio
 def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     """The leading TPOT warning: quiet while running requests decode within the TPOT target, firing (after
     its `for`) when either the ITL mean or running / gen_throughput goes over it, quiet when idle.
-    15 s samples: the 1m ITL rate needs several in its window."""
+    15 s samples: the 1m ITL rate needs several in its window. TPOT and ITL are the warning's roles in
+    conventions (`LEADING_SLI`, `LEADING_SOURCE`), as in the rules it tests."""
     rule = next((r for r in leading_rules(dep, opts) if isinstance(r, AlertingRule)), None)
-    if rule is None or dep.tpot_target_seconds is None:
+    target = dep.target_seconds(LEADING_SLI.key)
+    if rule is None or target is None:
         return []
-    target = dep.tpot_target_seconds
-    itl_role = feed(dep, SLI_BY_KEY["itl"].roles).target_roles[0]
+    source = LEADING_SOURCE.family
+    itl_role = feed(dep, LEADING_SOURCE.roles).target_roles[0]
     rank_role = feed(dep, REQUEST_ROLES).target_roles[0]
     itl = {"deployment": dep.name, "role": itl_role}
     rank = {"deployment": dep.name, "role": rank_role, "instance": "10.0.0.1:30000", "tp_rank": "0"}
@@ -211,13 +213,13 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
     def series(itl_seconds: float | None, thr_seconds: float | None) -> list[dict[str, str]]:
         out = []
         if itl_seconds is not None and opts.nhcb:  # the same tokens in the bucket holding itl_seconds
-            edges = edges_for(dep, "itl")
+            edges = edges_for(dep, LEADING_SOURCE.key)
             at = next(i for i, e in enumerate(edges + (float("inf"),)) if itl_seconds <= e)
-            out.append({"series": selector(SLI_FAMILIES["itl"], itl), "values": nhcb_counter(
+            out.append({"series": selector(source, itl), "values": nhcb_counter(
                 edges, {at: float(tokens)}, round(tokens * itl_seconds, 9), steps)})
         elif itl_seconds is not None:  # `tokens` per step, each taking itl_seconds
-            out += [{"series": selector(SLI_FAMILIES["itl"] + "_count", itl), "values": f"0+{tokens}x{steps}"},
-                    {"series": selector(SLI_FAMILIES["itl"] + "_sum", itl),
+            out += [{"series": selector(source + "_count", itl), "values": f"0+{tokens}x{steps}"},
+                    {"series": selector(source + "_sum", itl),
                      "values": f"0+{format_number(round(tokens * itl_seconds, 9))}x{steps}"}]
         n, gen = (running, running / thr_seconds) if thr_seconds else (0, 0)
         out += [{"series": selector(GAUGES["num_running_reqs"], rank), "values": f"{n}x{steps}"},
@@ -231,7 +233,7 @@ def _leading_cases(dep: Deployment, opts: Options) -> list[dict[str, Any]]:
         exp = [] if fires is None else [{"exp_labels": {**labels, **expanded_labels(rule)},
                                         "exp_annotations": {k: render(v, fires, labels)
                                                             for k, v in rule.annotations.items()}}]
-        return {"name": f"{dep.name} tpot: {name}", "interval": opts.duration(step),
+        return {"name": f"{dep.name} {LEADING_SLI.key}: {name}", "interval": opts.duration(step),
                 "input_series": series(itl_s, thr_s),
                 "alert_rule_test": [{"eval_time": at, "alertname": names.ALERT_TPOT_LEADING, "exp_alerts": exp}]}
 
@@ -298,7 +300,7 @@ def promtool_test(dep: Deployment, plans: list[Plan], opts: Options) -> dict[str
     for plan in plans:
         alerts = burn_alerts(dep, plan, opts)
         # A role whose series feed the SLI (goodput and availability read their own series, not a role's).
-        role = feed(dep, SLI_BY_KEY[plan.sli].roles if isinstance(plan, SLIPlan) else REQUEST_ROLES).target_roles[0]
+        role = feed(dep, plan.record.roles if isinstance(plan, SLIPlan) else REQUEST_ROLES).target_roles[0]
         # A constant error ratio gives the same value in every window that holds >= 2 samples, so 64
         # minutes (a full 1h window) decides every pair; longer simulations only cost test time.
         for name, multiple, minutes in (("fast burn pages", 20.0, 64), ("medium burn pages via 6h/30m only", 10.0, 64),

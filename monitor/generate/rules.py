@@ -21,7 +21,7 @@ import math
 from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.policy import BURN_RATE_ALERTS, RULE_WINDOWS
-from monitor.conventions.slis import SLI_RECORDS
+from monitor.conventions.slis import REQUEST_FAILED, SLI, SLI_RECORDS
 from monitor.conventions.units import parse_duration
 from monitor.escaping import template_literal
 from monitor.generate.options import Options
@@ -114,13 +114,32 @@ def meta_recordings(dep: Deployment, plan: Plan, opts: Options) -> list[Recordin
     return rules
 
 
+def baseline_means(dep: Deployment) -> list[tuple[SLI, float]]:
+    """The records the recipe baseline gives a mean for (its `<key>_mean_seconds`, monitor/config.py Baseline), in
+    record order, each with that mean: a regression alert each (symptoms.py), reading the record's 30m mean."""
+    baseline = dep.baseline
+    if baseline is None:
+        return []
+    means = ((sli, getattr(baseline, f"{sli.key}_mean_seconds", None)) for sli in SLI_RECORDS)
+    return [(sli, value) for sli, value in means if value]
+
+
+def mean_slis(dep: Deployment) -> list[SLI]:
+    """The records whose mean latency the deployment's rules record: those it targets (the mean beside the SLO,
+    as the sidecar exports it) and those its recipe baseline has a mean for (the regression alerts read it).
+    Nothing else reads the recordings (the dashboards and the analyzer compute their means from the histograms),
+    so an SLI no deployment targets adds no rule, and adding one changes only the deployments that target it."""
+    wanted = {*dep.slis, *(sli.key for sli, _ in baseline_means(dep))}
+    return [sli for sli in SLI_RECORDS if sli.key in wanted]
+
+
 def latency_means(dep: Deployment, opts: Options) -> list[RecordingRule]:
-    """Mean latency from `_sum/_count` (NHCB: histogram_sum/histogram_count) for every family (dashboards,
-    baseline-regression alerts)."""
+    """Mean latency from `_sum/_count` (NHCB: histogram_sum/histogram_count) of each of `mean_slis`."""
     eq = {"deployment": dep.name}
     out = []
+    slis = mean_slis(dep)
     for window in ("5m", "30m"):
-        for sli in SLI_RECORDS:
+        for sli in slis:
             regex, neq, nregex = engine_matchers(dep, sli.roles)
             out.append(record(names.latency_mean(window), mean_latency(
                 sli.family, eq, regex, opts.duration(window), neq, opts.nhcb, nregex), {"sli": sli.key}))
@@ -165,9 +184,12 @@ def _runbook(dep: Deployment, plan: Plan, long_w: str) -> str:
                 f"do not count), which workers are unhealthy or behind an open circuit breaker, whether it sheds "
                 f"load; then the workers' own logs. Rules: {rule}.")
     if isinstance(plan, GoodputPlan):
+        # What a request of this deployment can miss (the sidecar's `missed` label): its request-log targets, or
+        # failing; the other request-log SLIs stay 0 on it.
+        missed = ", ".join((*plan.targets, REQUEST_FAILED))
         return (f"Goodput is counted per request from SGLang's request log by the slo-monitor sidecar. Check "
-                f'{selector(names.M_MISSED, {"deployment": dep.name})} for which target requests miss (ttft, '
-                f"tpot, e2e, failed), then the alerts of that SLI and the 'SGLang deployment' dashboard. Rules: {rule}.")
+                f'{selector(names.M_MISSED, {"deployment": dep.name})} for which target requests miss '
+                f"({missed}), then the alerts of that SLI and the 'SGLang deployment' dashboard. Rules: {rule}.")
     return (f"Open the Grafana dashboard 'SGLang deployment' for {dep.name}; compare {plan.title} percentiles "
             f"with the target, then check queued requests, KV-cache token usage, PD transfer queues and the "
             f"router. Rules: {rule}.")

@@ -6,13 +6,13 @@ from monitor.config import Deployment
 from monitor.conventions import names
 from monitor.conventions.names import COUNTERS, GAUGES
 from monitor.conventions.policy import KV_FULL_RATIO, REGRESSION_FACTOR
-from monitor.conventions.slis import COUNTER_ROLES, ENGINE_ROLES, SLI_FAMILIES
+from monitor.conventions.slis import COUNTER_ROLES, ENGINE_ROLES
 from monitor.escaping import template_literal
 from monitor.generate.gateway import gateway_alerts
 from monitor.generate.leading import leading_rules
 from monitor.generate.options import Options
 from monitor.generate.rule_model import AlertingRule, RecordingRule, Rule, RuleGroup
-from monitor.generate.rules import alert, latency_means, record
+from monitor.generate.rules import alert, baseline_means, latency_means, record
 from monitor.promql import (
     Expr,
     aggregate,
@@ -106,20 +106,19 @@ def symptom_groups(dep: Deployment, opts: Options) -> list[RuleGroup]:
                      f"{counter} increased: requests of deployment {d} fail between prefill and decode.",
                      "Check the transfer backend (mooncake/ascend), --disaggregation-ib-device and the bootstrap "
                      "port between the prefill and decode nodes.")))
-    baseline = dep.baseline
-    for sli, value in (("tpot", baseline and baseline.tpot_mean_seconds), ("ttft", baseline and baseline.ttft_mean_seconds)):
-        if not value:
-            continue
+    recipe = template_literal((dep.baseline and dep.baseline.source) or "recipe")
+    for sli, value in baseline_means(dep):
         limit = format_number(round(value * REGRESSION_FACTOR, 9))
         rules.append(alert(
             names.ALERT_REGRESSION,
-            binop(select_groups(names.latency_mean("30m"), {**eq, "sli": sli}), ">", round(value * REGRESSION_FACTOR, 9)),
-            opts.duration("15m"), {**base, "deployment": dep.name, "sli": sli, "severity": "ticket"},
-            _ann(f"{d}: mean {sli.upper()} {{{{ $value | printf \"%.4f\" }}}}s is over {format_number(REGRESSION_FACTOR)}x "
-                 f"the recipe baseline {format_number(value)}s",
-                 f"Mean {sli.upper()} over {opts.duration('30m')} from {_mean_source(SLI_FAMILIES[sli], opts)} exceeds "
+            binop(select_groups(names.latency_mean("30m"), {**eq, "sli": sli.key}), ">",
+                  round(value * REGRESSION_FACTOR, 9)),
+            opts.duration("15m"), {**base, "deployment": dep.name, "sli": sli.key, "severity": "ticket"},
+            _ann(f"{d}: mean {sli.title} {{{{ $value | printf \"%.4f\" }}}}s is over "
+                 f"{format_number(REGRESSION_FACTOR)}x the recipe baseline {format_number(value)}s",
+                 f"Mean {sli.title} over {opts.duration('30m')} from {_mean_source(sli.family, opts)} exceeds "
                  f"{limit}s = {format_number(REGRESSION_FACTOR)} x baseline "
-                 f"({template_literal(baseline.source or 'recipe')}).",
+                 f"({recipe}).",
                  "Compare the launch flags and load with the recipe; look for retractions, low spec accept "
                  "length and accelerator throttling.")))
     rules += gateway_alerts(dep, opts, base)

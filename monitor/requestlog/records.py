@@ -36,13 +36,14 @@ from monitor.conventions.slis import (
     MEASURES,
     OUTPUT_TOKEN_LATENCY,
     QUEUE_WAIT,
+    REQUEST_FAILED,
     REQUEST_SLIS,
     SLI_RECORDS,
     Measure,
 )
 
 SUCCESS_TYPES = frozenset({"stop", "length"})
-FAILED: Final = "failed"  # what a request that did not succeed missed (instead of its latency SLIs)
+FAILED: Final = REQUEST_FAILED  # what a request that did not succeed missed (instead of its latency SLIs)
 
 
 class RecordError(ValueError):

@@ -19,7 +19,8 @@ from grafanalib.core import (
     TimeSeries,
 )
 
-from monitor.conventions.slis import ENGINE_ROLES, REQUEST_ROLES, SLI_BY_KEY
+from monitor.config import Config
+from monitor.conventions.slis import ENGINE_ROLES, REQUEST_ROLES, SLI, SLI_BY_KEY, SLI_RECORDS
 from monitor.feeds import feed
 from monitor.promql import Expr, Matcher, bucket_rates, histogram_mean, histogram_quantile, names_of
 
@@ -41,6 +42,13 @@ def feed_matchers(roles: tuple[str, ...]) -> Matchers:
 
 def sli_matchers(sli: str) -> Matchers:
     return feed_matchers(SLI_BY_KEY[sli].roles)
+
+
+def targeted(config: Config) -> list[SLI]:
+    """The records some deployment of the config targets, in record order: the panels that set an SLI against
+    its target (overview, incident) show these only, so an SLI no deployment targets adds none."""
+    keys = {s for dep in config.deployments for s in dep.slis}
+    return [sli for sli in SLI_RECORDS if sli.key in keys]
 
 
 ENGINE = feed_matchers(ENGINE_ROLES)

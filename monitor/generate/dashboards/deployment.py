@@ -18,7 +18,15 @@ from monitor.conventions.names import (
     M_MISSED,
 )
 from monitor.conventions.policy import QUANTILES, RULE_WINDOWS
-from monitor.conventions.slis import GOODPUT_SLI, SLI_BY_KEY, SLI_FAMILIES, SLI_RECORDS
+from monitor.conventions.slis import (
+    GOODPUT_SLI,
+    LEADING_SLI,
+    LEADING_SOURCE,
+    REQUEST_SLIS,
+    SLI_BY_KEY,
+    SLI_FAMILIES,
+    SLI_RECORDS,
+)
 from monitor.generate.dashboards.common import (
     ENGINE,
     RATE,
@@ -81,17 +89,19 @@ def latency_panels(sli: str, nhcb: bool = False) -> list[tuple[Any, int, int]]:
 
 
 def leading_panel() -> list[tuple[Any, int, int]]:
-    """TPOT waits for requests to finish; this shows how fast the running ones decode now."""
+    """TPOT waits for requests to finish; this shows how fast the running ones decode now. In the row of the
+    SLI the leading warning is about (`LEADING_SLI`), against its target."""
+    about, source = LEADING_SLI.title, LEADING_SOURCE.title
     target_style = [{"matcher": {"id": "byName", "options": "target"},
                      "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
                                     {"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}]}]
     lead = timeseries(
-        "TPOT leading signal: seconds per token of the running requests",
-        "What TPOT will show once the running requests finish (docs/leading-tpot.md): the mean ITL over the last "
+        f"{about} leading signal: seconds per token of the running requests",
+        f"What {about} will show once the running requests finish (docs/leading-tpot.md): the mean {source} over the last "
         f"{names.TPOT_LEADING_WINDOW} (SGLang observes it per output chunk), running requests / generated tokens per "
         f"second (scheduler gauges), and the larger of the two, which {names.ALERT_TPOT_LEADING} compares with the "
-        "TPOT target (red dashed); the page stays on the burn rate.",
-        [(select(names.TPOT_LEADING, D), "{{source}}"), (sli_target("tpot"), "target")],
+        f"{about} target (red dashed); the page stays on the burn rate.",
+        [(select(names.TPOT_LEADING, D), "{{source}}"), (sli_target(LEADING_SLI.key), "target")],
         unit="s", overrides=target_style)
     return [(lead, 24, 8)]
 
@@ -171,7 +181,7 @@ def goodput_panels() -> list[tuple[Any, int, int]]:
     good, finished = rate_of(GOODPUT_REQUESTS_TOTAL), rate_of(LOG_FINISHED_TOTAL)
     return [
         (timeseries("Goodput: requests meeting every target", "Share of finished requests that succeeded and met "
-                    "every latency target (TTFT, TPOT, E2E), per sidecar window, from the counters over the "
+                    f"every latency target ({', '.join(SLI_BY_KEY[s].title for s in REQUEST_SLIS)}), per sidecar window, from the counters over the "
                     "dashboard's rate interval, and the goodput objective when the deployment has one.",
                     [(aggregate("max", select(M_GOODPUT_RATIO, D), ("window",)), "{{window}}"),
                      (binop(good, "/", finished), "counters"),
@@ -195,7 +205,7 @@ def goodput_panels() -> list[tuple[Any, int, int]]:
 def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     rows = [("SLO", slo_panels())]
     rows += [(f"{sli.title} ({sli.long_name})",
-              latency_panels(sli.key, nhcb) + (leading_panel() if sli.key == "tpot" else []))
+              latency_panels(sli.key, nhcb) + (leading_panel() if sli == LEADING_SLI else []))
              for sli in SLI_RECORDS]
     rows += [("Goodput (request log)", goodput_panels())]
     rows += [("Load and cache", load_panels()), ("PD disaggregation", pd_panels(nhcb)),

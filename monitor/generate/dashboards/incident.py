@@ -13,7 +13,6 @@ from monitor.conventions.names import (
     M_ACCEL_UTILIZATION,
     SMG_HTTP_RESPONSES,
 )
-from monitor.conventions.slis import SLI_FAMILIES
 from monitor.generate.dashboards.common import (
     DS,
     ENGINE,
@@ -25,6 +24,8 @@ from monitor.generate.dashboards.common import (
     label_values,
     quantile,
     query_var,
+    sli_matchers,
+    targeted,
     timeseries,
 )
 from monitor.promql import Expr, aggregate, binop, rate_sum, select
@@ -41,10 +42,12 @@ def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
                         [(select(names.burn_rate("5m"), D), "5m {{sli}}"),
                          (select(names.burn_rate("1h"), D), "1h {{sli}}")],
                         thresholds=[{"color": "green", "value": None}, {"color": "red", "value": policy.PAGE_BURN_RATE}])
-    p99 = [(quantile(0.99, SLI_FAMILIES[s], REQUESTS, nhcb=nhcb), f"p99 {s}") for s in ("ttft", "tpot")]
+    # The latency SLIs some deployment of the config targets (the ones that can breach), each from its own feed.
+    slis = targeted(config)
+    p99 = [(quantile(0.99, s.family, sli_matchers(s.key), nhcb=nhcb), f"p99 {s.key}") for s in slis]
     comoving = [
-        (timeseries("TTFT / TPOT p99", "p99 latency (display only) with the targets.",
-                    [*p99, (select(names.TARGET, D), "target {{sli}}")], unit="s"), 12, 7),
+        (timeseries(f"{' / '.join(s.title for s in slis) or 'Latency'} p99", "p99 latency (display only) with the "
+                    "targets.", [*p99, (select(names.TARGET, D), "target {{sli}}")], unit="s"), 12, 7),
         (timeseries("Queue and running", "Requests waiting and running (sum over DP ranks, max over TP ranks).",
                     [(select(names.QUEUE, D), "queued {{role}}"), (select(names.RUNNING, D), "running {{role}}")]),
          12, 7),

@@ -1,4 +1,4 @@
-"""Overview: every deployment's SLO status, budget left, burn rate and TPOT/TTFT against target."""
+"""Overview: every deployment's SLO status, budget left, burn rate and each targeted SLI against its target."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from monitor.config import Config
 from monitor.conventions import names, policy
-from monitor.conventions.slis import SLI_FAMILIES
+from monitor.conventions.slis import SLI
 from monitor.generate.dashboards.common import (
     Matchers,
     dashboard,
@@ -14,6 +14,7 @@ from monitor.generate.dashboards.common import (
     quantile,
     query_var,
     stat,
+    targeted,
     timeseries,
 )
 from monitor.promql import aggregate, binop, select
@@ -21,14 +22,14 @@ from monitor.promql import aggregate, binop, select
 SEL: Matchers = (("deployment", "=~", "$deployment"),)
 
 
-def quantile_vs_target(sli: str, title: str, nhcb: bool = False) -> Any:
-    family = SLI_FAMILIES[sli]
+def quantile_vs_target(sli: SLI, nhcb: bool = False) -> Any:
+    family, title = sli.family, sli.title
     over = "the native histogram with custom buckets" if nhcb else "SGLang buckets summed by le"
     return timeseries(
         f"{title} p99 vs target", f"p99 {title} per deployment (histogram_quantile over {over}; "
         "display only, the SLO uses the bucket ratio) and each deployment's target (dashed).",
         [(quantile(0.99, family, SEL, by=("deployment",), nhcb=nhcb), "p99 {{deployment}}"),
-         (select(names.TARGET, (*SEL, ("sli", "=", sli))), "target {{deployment}}")],
+         (select(names.TARGET, (*SEL, ("sli", "=", sli.key))), "target {{deployment}}")],
         unit="s", overrides=[{"matcher": {"id": "byRegexp", "options": "target .*"},
                               "properties": [{"id": "custom.lineStyle", "value": {"dash": [10, 10], "fill": "dash"}}]}])
 
@@ -65,9 +66,11 @@ def build(config: Config, nhcb: bool = False) -> dict[str, Any]:
     rows = [
         ("SLO status", [(status, 8, 6), (budget, 8, 6), (burn, 8, 6)]),
         ("Burn and budget", [(burn_ts, 12, 8), (budget_ts, 12, 8), (alerts, 24, 6)]),
-        ("Latency against target", [(quantile_vs_target("tpot", "TPOT", nhcb), 12, 8),
-                                    (quantile_vs_target("ttft", "TTFT", nhcb), 12, 8)]),
     ]
+    # A latency SLI against its target: those some deployment of the config targets (none: no row).
+    against = [(quantile_vs_target(sli, nhcb), 12, 8) for sli in targeted(config)]
+    if against:
+        rows.append(("Latency against target", against))
     variables = [query_var("deployment", "Deployment", label_values(names.OBJECTIVE, "deployment"), multi=True)]
     return dashboard("SGLang SLO overview", "slo-monitor-overview",
                      f"Every deployment of the config ({len(config.deployments)}): SLO status, budget, burn rate.",
