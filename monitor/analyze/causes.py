@@ -106,7 +106,11 @@ EVENT_ONSET: Final = "the first step with more events than the baseline's most"
 #   same:  after, and no slower than the mover's other phases are (a throttle slows decode and prefill alike): a
 #          phase slower than the others by one of its thresholds is slowed by something else too.
 #   bounded: after, and no slower than the mover itself: a step made of a slower part slows at most as much.
-#   count: after, and no more events than the mover's (each failure explains one abort, not more).
+#   count: together (within the blur: a failure aborts its request at once), and no more events than the mover's
+#          (each failure explains one abort, not more).
+#   cold:  soon, and the slowdown is within what losing the baseline's prefix-cache hits makes: with a hit rate h
+#          every prompt was prefilled (1 - h) whole, so an empty radix cache prefills at most 1 / (1 - h) times more
+#          (SGLang's RadixCache; a deployment whose cache never hit loses nothing on a restart).
 #   batch: after, and the slowdown is within what the grown batch makes on this deployment: the baseline's own
 #          ITL against running requests, fitted (upper 95 % slope), at the incident's running level.
 #   work:  after, and the slowdown is within the growth of prefill work arriving (arrivals x prompt length): a
@@ -118,7 +122,7 @@ _RESTART_MOVES = (
     Moves(RESTART, "soon", "a server that was down comes back as a new process: its counters restart"),
     Moves(GATEWAY_ERRORS, "soon", "the gateway fails requests to a server that is gone"),
     Moves(KV_TRANSFER_FAILURE, "soon", "PD bootstraps to a server that is gone fail"),
-    Moves(PREFILL_SLOWDOWN, "soon", "a new process's radix cache starts empty: every prompt is prefilled whole"),
+    Moves(PREFILL_SLOWDOWN, "cold", "a new process's radix cache starts empty: every prompt is prefilled whole"),
     Moves(OVERLOAD, "soon", "a new process's radix cache starts empty", frozenset({"cache_hit"})),
     Moves(OVERLOAD, "backlog", "what clients could not send while the server was away arrives when it is back",
           frozenset({"arrivals"})),

@@ -57,6 +57,7 @@ from monitor.analyze.steady import bad_shares, steady
 from monitor.analyze.timeparse import iso
 from monitor.analyze.tuning import (
     ANALYSIS_CONSEQUENCE_CHANGE,
+    ANALYSIS_MIN_BASELINE_POINTS,
     ANALYSIS_POWER_RISE,
     ANALYSIS_SMOOTH_SECONDS,
     ANALYSIS_TRACE_SHARE,
@@ -235,12 +236,12 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
         inc = [v for v in (sm[i] for i in focus) if v is not None]
         return Shift(sig, med, median(inc) if inc else None, None, False)
     # The level while it stayed off (gaps of two steps bridged).
-    held, gap = [], 0
+    held, gap, last = [], 0, changed
     for i in range(changed, focus.stop):
         v = sm[i]
         if v is not None and _off(v, med, band, threshold, absolute) == sig.worse:
             held.append(v)
-            gap = 0
+            gap, last = 0, i
         else:
             gap += 1
             if gap > 2:
@@ -251,7 +252,8 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
     mid = (med + level) / 2
     at = next((i for i in range(max(focus.start, changed - half), min(focus.stop, changed + 2 * half + 1))
                if sm[i] is not None and (sm[i] - mid) * sig.worse > 0), changed)  # type: ignore[operator]
-    return Shift(sig, med, level, times[at], True)
+    # How long it stayed off (to the range's end when it still was): what an effect of it may not outlast.
+    return Shift(sig, med, level, times[at], True, seconds=max(times[last] - times[at], 0.0) + (times[1] - times[0]))
 
 
 # Events SGLang also has in healthy serving (retractions): their baseline rate is bounded from above, not taken as
@@ -459,22 +461,33 @@ def batch_slowdown(c: Context, key: str) -> float | None:
 
 def _batch(c: Context, lead: Candidate, other: Candidate) -> bool:
     """After, and no slower than the grown batch makes each step (by one decode threshold)."""
-    if not _after(c, lead, other):
-        return False
-    grown = batch_slowdown(c, other.shift.signal.key)
-    return grown is not None and _slowdown(other.shift) <= grown * _slack(other.shift)
+    return _after(c, lead, other) and _batch_size(c, other.shift, _slack(other.shift))
 
 
-def _work(c: Context, lead: Candidate, other: Candidate) -> bool:
-    """After, and no slower than the prefill work arriving grew (arrivals x prompt length)."""
-    if not _after(c, lead, other):
-        return False
+def _batch_size(c: Context, s: Shift, slack: float = 1.0) -> bool:
+    grown = batch_slowdown(c, s.signal.key)
+    return grown is not None and _slowdown(s) <= grown * slack
+
+
+def _work_size(c: Context, s: Shift) -> bool:
+    """No slower than the prefill work arriving grew (arrivals x prompt length)."""
     grow = 1.0
     for key in ("arrivals", "prompt_len"):
         lv = _level(c, key)
         if lv is not None and lv[0] > 0:
             grow *= max(lv[1] / lv[0], 1.0)
-    return _slowdown(other.shift) <= grow
+    return _slowdown(s) <= grow
+
+
+def _work(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """After, no slower than the prefill work arriving grew (arrivals x prompt length), and not for longer: a
+    chunked prefill is slower while the prefills beside it are more, so it cannot outlast the demand that
+    moved it by more than the smoothing's blur (a resent backlog is a burst; a slowdown that stays is its own)."""
+    if not _after(c, lead, other):
+        return False
+    if lead.shift.seconds and other.onset + other.shift.seconds > lead.onset + lead.shift.seconds + 2 * c.tie:
+        return False
+    return _work_size(c, other.shift)
 
 
 def _slack(s: Shift) -> float:
@@ -510,12 +523,24 @@ def _backlog(c: Context, lead: Candidate, other: Candidate) -> bool:
 
 
 def _per_event(c: Context, lead: Candidate, other: Candidate) -> bool:
-    """After, and no more events than the mover's (one failure explains one abort)."""
-    return _after(c, lead, other) and other.shift.events <= lead.shift.events
+    """Together (within the smoothing's blur), and no more events than the mover's: one failure aborts its
+    request at once, so the aborts it explains begin with the failures; aborts that begin later are others'."""
+    return abs(other.onset - lead.onset) <= c.tie and other.shift.events <= lead.shift.events
 
 
+def _cold(c: Context, lead: Candidate, other: Candidate) -> bool:
+    """Soon, and no slower than losing the baseline's prefix-cache hits makes a prefill (one threshold's slack)."""
+    if not _soon(c, lead, other):
+        return False
+    hit = c.sh.get("cache_hit")
+    h = hit.baseline if hit is not None and hit.baseline is not None else 0.0
+    return _slowdown(other.shift) <= _slack(other.shift) / max(1.0 - min(h, 0.99), 0.01)
+
+
+# The tests of size alone, for a faint move that no candidate leads (`_load_explains`).
+SIZE_TESTS: Final = {"batch": _batch_size, "work": _work_size}
 TESTS: Final = {"after": _after, "soon": _soon, "batch": _batch, "work": _work, "bounded": _bounded,
-                "same": _same, "backlog": _backlog, "count": _per_event}
+                "same": _same, "backlog": _backlog, "count": _per_event, "cold": _cold}
 
 
 def _candidates(c: Context) -> list[Candidate]:
@@ -607,13 +632,14 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     explained = {x.mechanism: e.mechanism for x, e in zip(ordered, by) if e is not None}
     breach = f"{_join([b.upper() for b in breached])} breached" if breached else "every SLI within its objective"
     # Demand and capacity moves too faint to name: they keep "no incident" from being said with confidence.
-    faint = traces(signals, ds.times, base_idx, focus, half, sh) if not cands else []
+    faint = [t for t in traces(signals, ds.times, base_idx, focus, half, sh) if not _load_explains(ctx, t)] \
+        if not cands else []
     if not cands and breached and baseline_ok:
         queue = sh.get("queued")
         moved = [s for s in sh.values() if s.moved and s.signal.side == CONSEQUENCE]
         level = not _level_moved(signals, ds.times, base_idx, focus, half)
         held = steady(bad_shares(tracks, breached, base_idx, focus), queue.baseline if queue else None,
-                      bursts=not faint and queue is not None and queue.moved,
+                      bursts=not faint and not dropped and _waiting_only(moved),
                       quiet=not faint and not moved and not dropped and level, level_held=level)
         if held is not None:
             # Low: a weak incident (a slowdown of 1.3x on a busy server) can hide in the same noise.
@@ -628,7 +654,9 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         # "No incident" is said with high confidence only when nothing left its noise band either: no faint
         # demand or capacity move, and no consequence that moved without a cause (more requests running or
         # more KV held is something happening, even when no SLI suffered yet).
-        conf = "low" if breached or faint or moved or dropped else ("high" if baseline_ok and independent else "medium")
+        # Never "high": a range where nothing left its noise band cannot rule out an incident weaker than that
+        # noise (the lab's weak slowdowns and timeouts read so), so "nothing happened" is said at medium at best.
+        conf = "low" if breached or faint or moved or dropped else "medium"
         tail = (f"; only consequences moved ({_join([s.signal.label for s in moved])}): look outside the "
                 "engine (clients, network) or widen the range" if moved and breached else
                 f"; {_join([s.describe() for s in moved + dropped])} with no cause found" if moved or dropped
@@ -648,7 +676,11 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     early = [s for s in conseq if s.changed_at is not None and cause.changed_at is not None
              and s.changed_at < cause.changed_at - tie]
     strong = cause.signal.side == EVENT or _strength(cause) >= 2.0
-    conf = "high" if strong and not early and baseline_ok and independent else ("low" if early and not strong else "medium")
+    own = {e.key for e in BY_MECHANISM[mech].own} | {e.key for mv in BY_MECHANISM[mech].moves
+                                                     for e in BY_MECHANISM[mv.mechanism].own}
+    faint_other = [t for t in traces(signals, ds.times, base_idx, focus, half, sh) if t.signal.key not in own]
+    conf = "high" if strong and not early and baseline_ok and independent and not _ambiguous(free, explained, tie) \
+        and not faint_other else ("low" if early and not strong else "medium")
     on_demand = cause.signal.side == DEMAND
     demand = _demand_clause(sh, on_demand)
     if on_demand:
@@ -672,6 +704,40 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     return Verdict(mech, conf, head, cause, cands, sh, explained)
 
 
+# The consequences a busy server's own arrival bursts move with nothing else changed: requests waiting and running,
+# the KV they hold, the chips' work on them, and a PD request's waits for a slot (queueing theory: at utilisation
+# rho the number in the system varies as rho / (1 - rho)^2, more than a baseline of a minute or two shows).
+WAITING: Final = frozenset({"queued", "running", "token_usage", "utilization", "power", "pd.bootstrap",
+                            "pd.prefill_queue", "pd.decode_queue"})
+WAITING_OR_LEFT: Final = WAITING | {"aborted"}  # and the requests whose clients left a long wait
+
+
+def _waiting_only(moved: Sequence[Shift]) -> bool:
+    """Some requests-in-the-system consequence moved, and nothing else did but aborts: a client that leaves a
+    long wait is the queue's consequence too (SGLang aborts a request whose client went away)."""
+    keys = {s.signal.key for s in moved}
+    return bool(keys & WAITING) and keys <= WAITING_OR_LEFT
+
+
+def _load_explains(c: Context, t: Shift) -> bool:
+    """A faint capacity move the load's own swing accounts for, read from the table: the load (OVERLOAD) moves
+    the mechanism owning the signal under a size test that holds on the deployment's own measures (a decode
+    step no slower than the grown batch makes it, a prefill no slower than the prefill work arriving grew)."""
+    owners = {cause.mechanism for cause in CAUSES if any(e.key == t.signal.key for e in cause.own)}
+    return any(mv.mechanism in owners and mv.test in SIZE_TESTS and SIZE_TESTS[mv.test](c, t)
+               for mv in BY_MECHANISM[OVERLOAD].moves)
+
+
+def _ambiguous(free: Sequence[Candidate], explained: dict[str, str], tie: float) -> bool:
+    """What keeps a strong cause from "high": (1) it is named alone while another mechanism's own signal moved
+    and the table explained it away: that rests on the table's tests of timing and size, which a second incident
+    of the explained kind passes too when it starts inside the first one's reach; (2) another mechanism moved on
+    its own within the smoothing's blur of the cause: which one led is then the table's order, not the data."""
+    if len(free) == 1 and explained:
+        return True
+    return any(abs(x.onset - free[0].onset) <= tie for x in free[1:])
+
+
 def _level_moved(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequence[int], focus: range,
                  half: int) -> bool:
     """An SLI's own mean (TPOT, TTFT) left its baseline's noise by a trace's share of a consequence's threshold:
@@ -693,7 +759,15 @@ def _gate_give_up(ds: Dataset, sh: dict[str, Shift], base_idx: Sequence[int], fo
     vals = left.signal.values
     top = max((vals[i] or 0.0 for i in base_idx), default=0.0)
     during = [i for i in focus if (vals[i] or 0.0) > top]  # the steps of the aborts, not the whole range
-    age = give_up(ds.hists.get("e2e") or (), base_idx, during, sum((vals[i] or 0.0) * ds.step for i in during))
+    hists, aborted = ds.hists.get("e2e") or (), sum((vals[i] or 0.0) * ds.step for i in during)
+    age = give_up(hists, base_idx, during, aborted)
+    if age is None and during:
+        # Against how requests ended just before the aborts began, where the range holds enough of it: an earlier
+        # incident (a slower prefill, a restart's cold cache) moved every request's E2E, and the pile a timeout
+        # makes stands out from that, not from the baseline's.
+        before = [i for i in focus if i < during[0]]
+        if len(before) >= max(ANALYSIS_MIN_BASELINE_POINTS, len(base_idx) // 2):
+            age = give_up(hists, before, during, aborted)
     if age is not None:
         sh["gave_up"] = dataclasses.replace(left, signal=dataclasses.replace(
             left.signal, label=f"requests aborted at {age.lo:g}–{age.hi:g} s of age"))

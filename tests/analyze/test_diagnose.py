@@ -288,7 +288,9 @@ def test_no_incident_is_said_with_low_confidence_when_a_signal_moved_past_its_no
     assert v.mechanism == HEALTHY and v.confidence == "low", v.headline
     assert "prefill time per request rose 1.3x" in v.headline and "a weak incident may hide here" in v.headline
     quiet = analyze(_with(_engine(None, None), {"ttft": ttft}, {"ttft": SliSpec("ttft", 2.0, 0.99)}), 600, 1190, 60)
-    assert quiet.verdict.mechanism == HEALTHY and quiet.verdict.confidence == "high", quiet.verdict.headline
+    # Nothing left its noise: "no incident", but never with high confidence (an incident weaker than the noise
+    # reads the same; the randomized lab's weak slowdowns and timeouts did, #32).
+    assert quiet.verdict.mechanism == HEALTHY and quiet.verdict.confidence == "medium", quiet.verdict.headline
 
 
 def test_a_breach_made_only_of_a_queue_swing_is_the_steady_state_unless_demand_moved_faintly():

@@ -270,6 +270,19 @@ def test_a_tiny_task_runs_and_judges_its_draws(tmp_path: Path):
             assert r.right == (ok and r.consequence_as_cause is None)
 
 
+
+def test_kept_recordings_reanalyse_to_the_same_verdicts(tmp_path: Path):
+    """`--keep` keeps each task's recording and `--reanalyse` analyses it again without the emulator: the same
+    draws, the same verdicts (what makes an analyzer change quick to measure on the whole lab)."""
+    short = sorted(R.draw_seed(0, R.RUNS_PER_SEED), key=lambda d: d.t2)[:2]
+    keep = tmp_path / "keep"
+    tr = R.run_task(0, [R.Deploy(d, round(d.share * 2.0, 3)) for d in short], str(tmp_path), str(keep))
+    again = R.reanalyse(keep, jobs=1)
+    assert [(r.index, r.mechanism, r.named, r.confidence, r.right, r.headline) for r in again.results] == \
+        [(r.index, r.mechanism, r.named, r.confidence, r.right, r.headline) for r in sorted(tr.results,
+                                                                                            key=lambda r: r.index)]
+
+
 # --- the committed results (docs/analysis-random.json.gz) and the doc's section ----------------------------------
 
 def test_the_doc_section_is_rendered_from_the_committed_results():

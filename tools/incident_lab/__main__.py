@@ -64,17 +64,20 @@ def main_grid(args: argparse.Namespace) -> int:
 def main_random(args: argparse.Namespace) -> int:
     if args.load:  # render what a run saved, without running it
         lab = randomized.load(args.load)
+    elif args.reanalyse:  # the analysis of kept recordings, without emulating them again
+        lab = randomized.reanalyse(args.reanalyse, runs_per_seed=args.runs_per_seed, jobs=args.jobs,
+                                   progress=grid.log)
     else:
         seeds = tuple(range(args.seeds))
         grid.log(f"randomized lab: {args.runs_per_seed} runs x {len(seeds)} seeds = {args.runs_per_seed * len(seeds)}"
                  f" runs, {args.jobs} processes at once")
-        lab = randomized.run_random(seeds, runs_per_seed=args.runs_per_seed, jobs=args.jobs,
+        lab = randomized.run_random(seeds, runs_per_seed=args.runs_per_seed, jobs=args.jobs, keep=args.keep,
                                     progress=grid.log)
     partial = lab.runs_per_seed != randomized.RUNS_PER_SEED
     if args.save:
         randomized.save(lab, args.save)
         grid.log(f"results saved to {args.save}")
-    write = not (partial or args.no_write or args.load)
+    write = not (partial or args.no_write or args.load or args.reanalyse)
     if write:  # the doc's section and the results it is rendered from
         randomized.save(lab, randomized.RESULTS)
         grid.log(f"results saved to {randomized.RESULTS}")
@@ -112,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save", type=Path, help="grid / random: also save every run's result as JSON here")
     p.add_argument("--load", type=Path,
                    help="grid / random: render the section from results saved with --save (no run)")
+    p.add_argument("--keep", type=Path, help="random: keep every task's recording in this directory")
+    p.add_argument("--reanalyse", type=Path, metavar="DIR",
+                   help="random: analyse the recordings kept with --keep again (no emulation; prints only)")
     p.add_argument("--capacity", action="store_true",
                    help="print the capacity probe the grid's rates come from (with --random: its workloads')")
     args = p.parse_args(argv)

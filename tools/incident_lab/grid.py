@@ -627,10 +627,10 @@ def section(grid: Grid, *, cut: str = "") -> str:
         "baseline (the server at its capacity, where the arrivals' own bursts build queues), or only the queue "
         "grew while no demand or capacity signal left its noise band even by half its threshold (a busy "
         "server's queue swinging with the arrivals' own bursts): a capacity-planning finding, not an incident "
-        "(monitor/analyze/steady.py). \"No incident\" is said with high confidence only when nothing moved at "
-        "all: a demand or capacity signal past its noise by half its threshold (`traces` in "
-        "monitor/analyze/diagnose.py) or a consequence that moved without a cause lowers it to low, and the "
-        "verdict names them.",
+        "(monitor/analyze/steady.py). \"No incident\" is never said with high confidence (an incident weaker "
+        "than the noise reads the same): medium when nothing moved at all; a demand or capacity signal past its "
+        "noise by half its threshold (`traces` in monitor/analyze/diagnose.py) or a consequence that moved "
+        "without a cause lowers it to low, and the verdict names them.",
         "",
         f"Most common wrong verdicts: {_common(rs) or 'none'}.",
         "",

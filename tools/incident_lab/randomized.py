@@ -37,6 +37,7 @@ import itertools
 import json
 import math
 import random
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -50,6 +51,7 @@ from typing import Any, Final
 from monitor.analyze import diagnose as m
 from monitor.analyze.recording import load_recording
 from monitor.analyze.report import Report, analyze
+from monitor.config import Config, Deployment
 from monitor.emulate.engine import EmulatedDeployment
 from monitor.emulate.incidents import HEAT_PER_SLOWDOWN
 from monitor.emulate.model import decode_slots
@@ -586,14 +588,16 @@ class TaskResult:
     emulated: float  # seconds emulated (the latest T2 of its runs)
 
 
-def run_task(seed: int, deploys: Sequence[Deploy], tmp: str | None = None) -> TaskResult:
+def run_task(seed: int, deploys: Sequence[Deploy], tmp: str | None = None, keep: str | None = None) -> TaskResult:
     """Runs of one seed in one emulator, in lockstep with the sidecar, until the latest T2; each analysed from the
-    recording over its own range."""
+    recording over its own range. `keep`: a directory to keep the recording in, for `reanalyse`."""
     began = time.monotonic()
     until = max(d.draw.until for d in deploys)
     with tempfile.TemporaryDirectory(prefix=f"incident-random-{seed}-", dir=tmp) as work:
         run = run_lab(Path(work), tuple(deploys), until=until, seed=seed, capture=False)  # type: ignore[arg-type]
         out = tuple(result(d.draw, d.rate, analyse(run, d.draw)) for d in deploys)
+        if keep is not None:
+            _keep(Path(keep), run, seed, deploys, until)
     return TaskResult(seed, out, time.monotonic() - began, run.slowest_scrape, until)
 
 
@@ -630,7 +634,8 @@ def tasks(seeds: Sequence[int], runs_per_seed: int, capacity: dict[str, float],
 
 
 def run_random(seeds: Sequence[int], *, runs_per_seed: int = RUNS_PER_SEED, jobs: int = 2, chunk: int = CHUNK,
-               reprobe: bool = False, progress: Callable[[str], None] = lambda _: None) -> RandomLab:
+               reprobe: bool = False, keep: Path | None = None,
+               progress: Callable[[str], None] = lambda _: None) -> RandomLab:
     """Probe every workload's capacity, then run every seed's draws, `jobs` processes at once."""
     for s in seeds:
         grid.split_of(s)
@@ -643,7 +648,8 @@ def run_random(seeds: Sequence[int], *, runs_per_seed: int = RUNS_PER_SEED, jobs
         progress("capacity (req/s served, overloaded): " + ", ".join(f"{w} {c:g}" for w, c in cap.items())
                  + f" ({time.monotonic() - began:.0f} s)")
         todo = tasks(seeds, runs_per_seed, cap, chunk)
-        futures = [pool.submit(run_task, s, deploys) for s, deploys in todo]
+        futures = [pool.submit(run_task, s, deploys, None, None if keep is None else str(keep))
+                   for s, deploys in todo]
         for done, fut in enumerate(as_completed(futures), 1):
             tr = fut.result()
             results += tr.results
@@ -656,6 +662,56 @@ def run_random(seeds: Sequence[int], *, runs_per_seed: int = RUNS_PER_SEED, jobs
     results.sort(key=lambda r: (r.seed, r.index))
     return RandomLab(results, tuple(seeds), runs_per_seed, jobs, time.monotonic() - began, secs, slowest, cap,
                      emulated)
+
+
+# --- kept recordings: the analysis rerun without the emulation (minutes instead of the lab's hour of CPU) ----------
+
+
+@dataclass(frozen=True)
+class KeptRun:
+    """What `analyse` reads of a LabRun, from a kept task."""
+
+    recording: Path
+    interval: float
+    config: Config
+
+    def deployment(self, name: str) -> Deployment:
+        return self.config.deployment(name)
+
+
+def _keep(keep: Path, run: LabRun, seed: int, deploys: Sequence[Deploy], until: float) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    stem = f"task-{seed}-{min(d.draw.index for d in deploys)}"
+    shutil.copyfile(run.recording, keep / f"{stem}.sqlite")
+    meta = {"seed": seed, "runs": [[d.draw.index, d.rate] for d in deploys], "interval": run.interval,
+            "until": until, "config": run.config.model_dump(mode="json", by_alias=True, exclude_unset=True)}
+    (keep / f"{stem}.json").write_text(json.dumps(meta))
+
+
+def _reanalyse_task(meta_path: str, runs_per_seed: int) -> TaskResult:
+    began = time.monotonic()
+    path = Path(meta_path)
+    meta = json.loads(path.read_text())
+    run = KeptRun(path.with_suffix(".sqlite"), meta["interval"], Config.model_validate(meta["config"]))
+    draws = {d.index: d for d in draw_seed(meta["seed"], runs_per_seed)}
+    out = tuple(result(draws[i], rate, analyse(run, draws[i])) for i, rate in meta["runs"])  # type: ignore[arg-type]
+    return TaskResult(meta["seed"], out, time.monotonic() - began, 0.0, meta["until"])
+
+
+def reanalyse(keep: Path, *, runs_per_seed: int = RUNS_PER_SEED, jobs: int = 2,
+              progress: Callable[[str], None] = lambda _: None) -> RandomLab:
+    """The lab's results from recordings kept by `run_random(keep=...)`, analysed by the analyzer as it is now (the
+    draws come from the seeds again; the emulation is not rerun)."""
+    began = time.monotonic()
+    metas = sorted(keep.glob("task-*.json"))
+    results: list[Result] = []
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for tr in pool.map(_reanalyse_task, map(str, metas), itertools.repeat(runs_per_seed)):
+            results += tr.results
+    results.sort(key=lambda r: (r.seed, r.index))
+    seeds = tuple(sorted({r.seed for r in results}))
+    progress(f"reanalysed {len(results)} runs of {len(metas)} tasks in {time.monotonic() - began:.0f} s")
+    return RandomLab(results, seeds, runs_per_seed, jobs, time.monotonic() - began, [], 0.0, {}, 0.0)
 
 
 _TUPLES: Final = ("kinds", "magnitudes", "bands", "starts", "durations", "ramps", "named", "moved")
