@@ -86,7 +86,9 @@ class Cause:
     mechanism: str
     own: tuple[Evidence, ...]
     onset: str  # how its onset is dated
-    explains: tuple[str, ...]  # consequence signals it moves (Little's law and the like): reported, never causes
+    # Signals it moves as a matter of course (Little's law and the like: consequences, and for a heavier load a
+    # warmer chip and more KV per longer request): reported, never causes, and no trace against its confidence.
+    explains: tuple[str, ...]
     moves: tuple[Moves, ...]
     why: str
     restates: frozenset[str] = frozenset()  # consequence signals that are its own evidence read another way
@@ -169,7 +171,8 @@ CAUSES: Final[tuple[Cause, ...]] = (
     Cause(OVERLOAD, (Evidence("arrivals", ANALYSIS_ARRIVALS_CHANGE, gate="served"),
                      Evidence("prompt_len", ANALYSIS_RATE_CHANGE), Evidence("output_len", ANALYSIS_RATE_CHANGE),
                      Evidence("cache_hit", ANALYSIS_CACHE_HIT_DROP, absolute=True)), LEVEL_ONSET,
-          ("running", "queued", "token_usage", "throughput", "finished", "power", "utilization"),
+          ("running", "queued", "token_usage", "throughput", "finished", "power", "utilization", "temperature",
+           "kv_per_running"),
           (Moves(DECODE_SLOWDOWN, "batch", "a decode step reads the weights once and each running request's KV: a "
                  "bigger batch is a slower step"),
            Moves(PREFILL_SLOWDOWN, "work", "chunked prefill shares its token budget with the prefills beside it"),

@@ -537,8 +537,17 @@ def _cold(c: Context, lead: Candidate, other: Candidate) -> bool:
     return _slowdown(other.shift) <= _slack(other.shift) / max(1.0 - min(h, 0.99), 0.01)
 
 
+def _swing_batch(c: Context, s: Shift) -> bool:
+    """The batch's size test for a faint move no candidate leads, and only where the batch grew more than the move
+    itself grows it: with demand flat, a step slower by s holds each request s times longer, so by Little's law
+    the batch grows about s times on its own; a batch that grew no more than that is the slowdown's consequence,
+    not the load's swing."""
+    run = _level(c, "running")
+    return run is not None and run[0] > 0 and run[1] / run[0] > _slowdown(s) and _batch_size(c, s)
+
+
 # The tests of size alone, for a faint move that no candidate leads (`_load_explains`).
-SIZE_TESTS: Final = {"batch": _batch_size, "work": _work_size}
+SIZE_TESTS: Final = {"batch": _swing_batch, "work": _work_size}
 TESTS: Final = {"after": _after, "soon": _soon, "batch": _batch, "work": _work, "bounded": _bounded,
                 "same": _same, "backlog": _backlog, "count": _per_event, "cold": _cold}
 
@@ -676,8 +685,8 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
     early = [s for s in conseq if s.changed_at is not None and cause.changed_at is not None
              and s.changed_at < cause.changed_at - tie]
     strong = cause.signal.side == EVENT or _strength(cause) >= 2.0
-    own = {e.key for e in BY_MECHANISM[mech].own} | {e.key for mv in BY_MECHANISM[mech].moves
-                                                     for e in BY_MECHANISM[mv.mechanism].own}
+    own = {e.key for e in BY_MECHANISM[mech].own} | set(BY_MECHANISM[mech].explains) | {
+        e.key for mv in BY_MECHANISM[mech].moves for e in BY_MECHANISM[mv.mechanism].own}
     faint_other = [t for t in traces(signals, ds.times, base_idx, focus, half, sh) if t.signal.key not in own]
     conf = "high" if strong and not early and baseline_ok and independent and not _ambiguous(free, explained, tie) \
         and not faint_other else ("low" if early and not strong else "medium")

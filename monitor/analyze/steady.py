@@ -11,9 +11,11 @@ Three shapes, read from the baseline the verdict compares with:
 - no headroom: requests were already queueing through the baseline (median queue >= STEADY_QUEUE): the
   server runs at its capacity, where arrivals' own bursts build queues that breach TTFT and TPOT with no
   change at all (a queue near saturation is a random walk);
-- bursts: the queue grew while no demand or capacity signal left its noise band, not even by part of its
-  threshold (diagnose.traces): a busy server's queue swings with the arrivals' own bursts (Poisson arrivals
-  at 60 % utilisation queue now and then), and a breach made only of such a swing is not an incident;
+- bursts: the requests in the system grew (queued or running, the KV and chip work they hold, a PD request's waits
+  for a slot, clients leaving the wait: diagnose.WAITING) while no demand or capacity signal left its noise band,
+  not even by part of its threshold (diagnose.traces): a busy server's queue swings with the arrivals' own bursts
+  (Poisson arrivals at 60 % utilisation queue now and then), and a breach made only of such a swing is not an
+  incident;
 - quiet: nothing at all left its noise band, no demand or capacity signal (not even by part of its
   threshold), no consequence, no event: nothing the deployment exposes changed, so what breached is the
   spread of its own latencies at this load.
@@ -94,15 +96,16 @@ class Steady:
             return (f"nothing in demand, capacity or their consequences left the baseline's noise: the breach is "
                     f"the spread of this load's own latencies ({shares})")
         if self.kind == "bursts":
-            return (f"only the queue grew, while demand and capacity stayed within their noise: the arrivals' own "
-                    f"bursts queue a busy server now and then ({shares})")
+            return (f"only the requests in the system grew (queued or running, the KV and chip work they hold), "
+                    f"while demand and capacity stayed within their noise: the arrivals' own bursts queue a busy "
+                    f"server now and then ({shares})")
         return f"the SLIs were as bad before, or only at the objective's edge ({shares})"
 
 
 def steady(shares: list[BadShare], queued_baseline: float | None, bursts: bool = False,
            quiet: bool = False, level_held: bool = False) -> Steady | None:
     """The steady-state reading of a breach with nothing moved, or None (then it is unexplained). `bursts`:
-    the queue moved and nothing else left its noise band; `quiet`: nothing at all did; `level_held`: the
+    requests in the system grew and nothing else left its noise band; `quiet`: nothing at all did; `level_held`: the
     breached SLIs' mean level stayed within its noise (only their tail breached)."""
     if not shares:
         return None

@@ -75,6 +75,14 @@ def _num(obj: Mapping[str, Any], key: str) -> float | None:
     return float(v)
 
 
+def _lenient_num(obj: Mapping[str, Any], key: str) -> float | None:
+    """A field no judged SLI reads: a bad value is left out, never the reason a line is dropped."""
+    try:
+        return _num(obj, key)
+    except RecordError:
+        return None
+
+
 def _finish_type(obj: Mapping[str, Any]) -> str | None:
     reason = obj.get("finish_reason")
     if reason is None:
@@ -126,7 +134,7 @@ def parse_record(obj: Any) -> RequestRecord:
         tpot=request_tpot(e2e, ttft, int(tokens), _num(obj, "decode_throughput")),
         completion_tokens=int(tokens),
         finish_type=_finish_type(obj),
-        queue_time=_num(obj, "queue_time"),
+        queue_time=_num(obj, "queue_time") if "queue_time" in JUDGED_FIELDS else _lenient_num(obj, "queue_time"),
     )
 
 
@@ -170,6 +178,8 @@ def check_readings(readings: Mapping[Measure, Reading]) -> dict[str, Reading]:
 
 
 JUDGED: Final = check_readings(READINGS)
+# The line fields some judged SLI is computed from: only these make a line malformed when they are not numbers.
+JUDGED_FIELDS: Final = frozenset(f for r in SLI_RECORDS if r.request_log for f in r.measure.log_fields)
 
 
 def latency(rec: RequestRecord, sli: str) -> float | None:

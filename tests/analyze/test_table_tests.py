@@ -83,3 +83,13 @@ def test_only_waiting_consequences_are_a_busy_servers_own_swing():
     assert not d._waiting_only(moved("aborted")), "aborts with no queue are something happening"
     assert not d._waiting_only(moved("queued", "finished")), "more served is more demand"
     assert not d._waiting_only([])
+
+
+def test_a_faint_decode_slowdown_is_the_loads_only_where_the_batch_grew_more_than_the_slowdown_grows_it():
+    running = _shift("running", 10.0, 13.0, 100, side=d.CONSEQUENCE, unit="requests")
+    swing = _ctx(running, _shift("itl_mean", 0.05, 0.06, 110))
+    assert d._swing_batch(swing, swing.sh["itl_mean"]), "13 running for 10, ITL 1.2x: the batch's own cost"
+    held = _ctx(_shift("running", 10.0, 12.0, 100, side=d.CONSEQUENCE, unit="requests"),
+                _shift("itl_mean", 0.05, 0.06, 110))
+    assert not d._swing_batch(held, held.sh["itl_mean"]), \
+        "1.2x more running for a 1.2x slower step is Little's law of the slowdown itself, not the load"

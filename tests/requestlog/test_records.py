@@ -72,3 +72,14 @@ def test_a_measure_the_line_carries_without_a_reading_is_refused_not_a_key_error
     with pytest.raises(ValueError, match="no reading in monitor/requestlog/records.py READINGS for the measure"
                                          "\\(s\\) queue_time"):
         check_readings(without)
+
+
+def test_a_bad_value_in_a_field_no_judged_sli_reads_loses_nothing():
+    """queue_time is parsed (the queue-wait measure reads it) but no request-log SLI judges it today: a bad value
+    there leaves the field out instead of dropping the line from goodput."""
+    from monitor.requestlog.records import JUDGED_FIELDS, parse_line
+    assert "queue_time" not in JUDGED_FIELDS
+    line = ('{"rid": "a", "request_finished_ts": 100.0, "first_token_latency": 0.5, "e2e_latency": 2.0, '
+            '"completion_tokens": 10, "finish_reason": {"type": "stop"}, "queue_time": "soon"}')
+    rec = parse_line(line)
+    assert rec.queue_time is None and rec.e2e == 2.0

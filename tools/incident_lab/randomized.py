@@ -639,6 +639,9 @@ def run_random(seeds: Sequence[int], *, runs_per_seed: int = RUNS_PER_SEED, jobs
     """Probe every workload's capacity, then run every seed's draws, `jobs` processes at once."""
     for s in seeds:
         grid.split_of(s)
+    if keep is not None and keep.exists() and any(keep.glob("task-*")):
+        # Another lab's tasks beside these would be reanalysed with them (other chunks: runs counted twice).
+        raise ValueError(f"{keep} already holds kept tasks: keep into an empty directory")
     began = time.monotonic()
     results: list[Result] = []
     secs: list[float] = []
@@ -683,7 +686,8 @@ def _keep(keep: Path, run: LabRun, seed: int, deploys: Sequence[Deploy], until: 
     keep.mkdir(parents=True, exist_ok=True)
     stem = f"task-{seed}-{min(d.draw.index for d in deploys)}"
     shutil.copyfile(run.recording, keep / f"{stem}.sqlite")
-    meta = {"seed": seed, "runs": [[d.draw.index, d.rate] for d in deploys], "interval": run.interval,
+    meta = {"seed": seed, "runs_per_seed": max(d.draw.index for d in deploys) + 1,
+            "runs": [[d.draw.index, d.rate] for d in deploys], "interval": run.interval,
             "until": until, "config": run.config.model_dump(mode="json", by_alias=True, exclude_unset=True)}
     (keep / f"{stem}.json").write_text(json.dumps(meta))
 
@@ -693,7 +697,8 @@ def _reanalyse_task(meta_path: str, runs_per_seed: int) -> TaskResult:
     path = Path(meta_path)
     meta = json.loads(path.read_text())
     run = KeptRun(path.with_suffix(".sqlite"), meta["interval"], Config.model_validate(meta["config"]))
-    draws = {d.index: d for d in draw_seed(meta["seed"], runs_per_seed)}
+    # The draws are a prefix of the seed's stream: as many as the task's own runs need, whatever the lab's size.
+    draws = {d.index: d for d in draw_seed(meta["seed"], max(runs_per_seed, meta.get("runs_per_seed", 0)))}
     out = tuple(result(draws[i], rate, analyse(run, draws[i])) for i, rate in meta["runs"])  # type: ignore[arg-type]
     return TaskResult(meta["seed"], out, time.monotonic() - began, 0.0, meta["until"])
 
