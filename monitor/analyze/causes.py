@@ -195,6 +195,10 @@ CAUSES: Final[tuple[Cause, ...]] = (
 )
 
 BY_MECHANISM: Final = {c.mechanism: c for c in CAUSES}
+# Faults: mechanisms whose own events a healthy deployment never shows (a target down, a restart, a failed
+# transfer, a chip not OK, a gateway error). A stretch that holds one is not the deployment's healthy state.
+FAULTS: Final = frozenset({SERVER_DOWN, RESTART, KV_TRANSFER_FAILURE, ACCELERATOR_UNHEALTHY, GATEWAY_ERRORS})
+FAULT_SIGNALS: Final = frozenset(e.key for c in CAUSES if c.mechanism in FAULTS for e in c.own)
 
 
 def thresholds() -> dict[str, tuple[float, bool]]:

@@ -220,6 +220,13 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
         return Shift(sig, None, median(inc) if inc else None, None, False)
     med = median(base)
     band = CHANGE_Z * (spread(base) or 0.0)  # a flat baseline: any move past the threshold counts
+    if sig.poisson and len(times) > 1:
+        # Arrivals are Poisson: their mean over the smoothing's 2 x half + 1 steps swings by sqrt(rate / seconds)
+        # on its own. A baseline of a few points can show less, and a burst at a low rate (0.4 req/s: +-22 % over
+        # 50 s) then reads as a surge. A baseline that saw none bounds the rate by the rule of three over its span.
+        dt = times[1] - times[0]
+        rate = max(med, RULE_OF_THREE / (len(base_idx) * dt))
+        band = max(band, CHANGE_Z * math.sqrt(rate / ((2 * half + 1) * dt)))
     run, start, changed = 0, None, None
     for i in focus:
         v = sm[i]
@@ -309,28 +316,40 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
         # Crossing the throttle temperature counts whatever the rise.
         out["temperature"] = level_shift(signals["temperature"], times, base_idx, focus, half, 5.0, True)
     t = out.get("temperature")
-    if t is not None and t.moved and "power" in signals:
-        # A chip warms when it works harder, and then its power rises first (the die's heat lags the power it
-        # draws); an overheating one (cooling, fans, ambient) warms first and throttles. A warming that a
-        # power rise led (or came with, within the smoothing's reach: a centred mean of 2 x half + 1 points
-        # dates a step to +-half points) and explains is load, not heat: a die's rise above its inlet air is
-        # proportional to its power (`_warming_per_power`). A throttled chip holds requests longer, and Little's law then raises its
-        # power by a little too, far short of its warming.
-        p = level_shift(signals["power"], times, base_idx, focus, half, ANALYSIS_POWER_RISE)
-        explained = False
-        if t.baseline is not None and t.incident is not None and p.baseline:
-            # The power drawn while the chip was warm (at least halfway to its new level), against the baseline's:
-            # not the level power first moved to, which on a noisy wall-clock series can be a bump before the rise.
-            rise = t.incident - t.baseline
-            temp_sm, power_sm = smoothed(signals["temperature"], half), smoothed(signals["power"], half)
-            warm = [w for c, w in ((temp_sm[i], power_sm[i]) for i in focus)
-                    if c is not None and w is not None and c - t.baseline >= rise / 2]
-            per_watt = _warming_per_power(t.baseline, p.baseline)
-            explained = bool(warm) and rise <= per_watt * (median(warm) - p.baseline)
-        if p.moved and p.changed_at is not None and t.changed_at is not None and \
-                p.changed_at <= t.changed_at + half * step and explained:
-            out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)
+    if t is not None and t.moved and _warming_is_load(signals, t, times, base_idx, focus, half, led=True):
+        out["temperature"] = Shift(t.signal, t.baseline, t.incident, None, False)
     return out
+
+
+def _warming_is_load(signals: dict[str, Signal], t: Shift, times: Sequence[float], base_idx: Sequence[int],
+                     focus: range, half: int, *, led: bool) -> bool:
+    """A chip's warming that its power explains: load, not heat. A chip warms when it works harder, and then its
+    power rises first (the die's heat lags the power it draws); an overheating one (cooling, fans, ambient) warms
+    first and throttles. `led`: a warming that moved must also have been led by a power rise (or come with it,
+    within the smoothing's reach: a centred mean of 2 x half + 1 points dates a step to +-half points); a faint
+    one (a trace) needs only the bound. A die's rise above its inlet air is proportional to its power
+    (`_warming_per_power`); a throttled chip holds requests longer, and Little's law then raises its power by a
+    little too, far short of its warming. False for a signal that is no temperature."""
+    if t.signal.unit != "°C" or "power" not in signals:
+        return False
+    p = level_shift(signals["power"], times, base_idx, focus, half, ANALYSIS_POWER_RISE)
+    if led and not (p.moved and p.changed_at is not None and t.changed_at is not None and
+                    p.changed_at <= t.changed_at + half * (times[1] - times[0])):
+        return False
+    return _power_explains(signals, t, p, focus, half)
+
+
+def _power_explains(signals: dict[str, Signal], t: Shift, p: Shift, focus: range, half: int) -> bool:
+    """The warming is no more than the power drawn while the chip was warm (at least halfway to its new level)
+    accounts for (`_warming_per_power`), against the baseline's power: not the level power first moved to, which
+    on a noisy wall-clock series can be a bump before the rise."""
+    if t.baseline is None or t.incident is None or not p.baseline:
+        return False
+    rise = t.incident - t.baseline
+    temp_sm, power_sm = smoothed(t.signal, half), smoothed(signals["power"], half)
+    warm = [w for c, w in ((temp_sm[i], power_sm[i]) for i in focus)
+            if c is not None and w is not None and c - t.baseline >= rise / 2]
+    return bool(warm) and rise <= _warming_per_power(t.baseline, p.baseline) * (median(warm) - p.baseline)
 
 
 def _warming_per_power(t_base: float, p_base: float) -> float:
@@ -355,8 +374,11 @@ def traces(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
             continue
         faint = th * ANALYSIS_TRACE_SHARE if absolute else th ** ANALYSIS_TRACE_SHARE
         s = level_shift(sig, times, base_idx, focus, half, faint, absolute)
-        if s.moved and not sig.inferred:  # an estimate's faint move is no footprint (a slower engine makes it)
-            out.append(s)
+        if not s.moved or sig.inferred:  # an estimate's faint move is no footprint (a slower engine makes it)
+            continue
+        if _warming_is_load(signals, s, times, base_idx, focus, half, led=False):
+            continue  # a chip that warmed no more than its power explains worked harder: load, not heat
+        out.append(s)
     return out
 
 
@@ -648,13 +670,15 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], f
         moved = [s for s in sh.values() if s.moved and s.signal.side == CONSEQUENCE]
         level = not _level_moved(signals, ds.times, base_idx, focus, half)
         held = steady(bad_shares(tracks, breached, base_idx, focus), queue.baseline if queue else None,
-                      bursts=not faint and not dropped and _waiting_only(moved),
+                      bursts=not [t for t in faint if not _arrival_burst(t)] and not dropped and _waiting_only(moved),
                       quiet=not faint and not moved and not dropped and level, level_held=level)
         if held is not None:
             # Low: a weak incident (a slowdown of 1.3x on a busy server) can hide in the same noise.
             conf = "low"
+            burst = (f" ({_join([t.describe() for t in faint])}: under the threshold that names an overload, the "
+                     "bursts themselves)" if held.kind == "bursts" and faint else "")
             head = (f"{_cap(TITLES[STEADY_BREACH])} ({conf} confidence): {breach}, but nothing in demand or capacity "
-                    f"changed ({_demand_clause(sh, False)}; capacity within its baseline); {held.describe()}. "
+                    f"changed ({_demand_clause(sh, False)}; capacity within its baseline); {held.describe()}{burst}. "
                     "A capacity-planning finding (add capacity or revisit the target), not an incident.")
             return Verdict(STEADY_BREACH, conf, head, None, [], sh)
     if not cands:
@@ -726,6 +750,12 @@ def _waiting_only(moved: Sequence[Shift]) -> bool:
     long wait is the queue's consequence too (SGLang aborts a request whose client went away)."""
     keys = {s.signal.key for s in moved}
     return bool(keys & WAITING) and keys <= WAITING_OR_LEFT
+
+
+def _arrival_burst(t: Shift) -> bool:
+    """A faint rise of the arrival rate: under the threshold that names an overload, it is the arrivals' own burst
+    (Poisson arrivals swing past a short baseline's band now and then), which is what a "bursts" reading says."""
+    return t.signal.poisson and t.signal.side == DEMAND and (t.ratio or 0) > 1
 
 
 def _load_explains(c: Context, t: Shift) -> bool:

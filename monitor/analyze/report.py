@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.analyze.baseline import IN_RANGE, Baseline, choose_baseline
+from monitor.analyze.causes import FAULT_SIGNALS
 from monitor.analyze.correlate import Candidate, rank
 from monitor.analyze.diagnose import Verdict, verdict
 from monitor.analyze.model import Dataset
 from monitor.analyze.percentiles import Comparison, compare
+from monitor.analyze.signals import derive
 from monitor.analyze.sli import SliTrack, track
 from monitor.analyze.timeline import Episode, budget_spent, episodes
 from monitor.analyze.timeparse import iso
@@ -108,6 +110,14 @@ def _idx(times: tuple[float, ...], lo: float, hi: float) -> range:
     return range(a, max(a, b))
 
 
+def first_fault(ds: Dataset, tracks: dict[str, SliTrack], t1: float, t2: float) -> float | None:
+    """The time of the first fault event (causes.FAULT_SIGNALS) in (t1, t2], or None."""
+    signals = derive(ds, tracks)
+    return min((t for key in FAULT_SIGNALS if key in signals
+                for t, v in zip(ds.times, signals[key].values) if t1 < t <= t2 and v is not None and v > 0),
+               default=None)
+
+
 def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | None = None,
             baseline: tuple[float, float] | None = None) -> Report:
     """`baseline`: (start, end) to compare with instead of the span before --from (`--baseline T1..T2`)."""
@@ -124,8 +134,10 @@ def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | 
             continue
         tracks[name] = track(ds, spec, window)
         eps[name] = episodes(tracks[name], t1, t2, ds.period_seconds)
-    onsets = [e.onset for es in eps.values() for e in es]
-    base = choose_baseline(ds, t1, t2, window, min(onsets) if onsets else None, baseline)
+    # Where the range's healthy start ends, should no baseline before it be usable: a breach's onset, and the first
+    # fault event (a server down that breached nothing yet is no healthy state to compare with).
+    breaches = [(e.onset, e.end, e is max(es, key=lambda x: x.budget_spent)) for es in eps.values() for e in es]
+    base = choose_baseline(ds, t1, t2, window, breaches, baseline, first_fault(ds, tracks, t1, t2))
     notes += base.notes
     base_idx, inc_idx = base.indices, _idx(ds.times, t1, t2)
     corr_idx = range(min(base_idx, default=inc_idx.start), inc_idx.stop)

@@ -56,6 +56,9 @@ class Signal:
     min_den: float = 1e-9
     # Estimated from other series rather than read (arrivals without SGLang's HTTP request counter).
     inferred: bool = False
+    # A rate of independent events (requests arriving): averaged over S seconds it swings by sqrt(rate / S) on its
+    # own, whatever a short baseline's few points happened to show.
+    poisson: bool = False
 
 
 def _add(*cols: Values) -> Values:
@@ -307,7 +310,7 @@ def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:
     d = Derive(ds, tracks)
     out: list[Signal] = [
         Signal("arrivals", "arrival rate" if d.arrivals_measured else "arrival rate (inferred)", DEMAND, "req/s",
-               d.arrivals(), inferred=not d.arrivals_measured),
+               d.arrivals(), inferred=not d.arrivals_measured, poisson=True),
         ratio_signal("prompt_len", "prompt length", DEMAND, "tokens", d.per_request("prompt_tokens_total")),
         ratio_signal("output_len", "output length", DEMAND, "tokens", d.per_request("generation_tokens_total")),
         ratio_signal("cache_hit", "prefix-cache hit rate", DEMAND, "ratio", d.cache_hit(), worse=-1),

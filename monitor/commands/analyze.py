@@ -27,12 +27,15 @@ def _seconds(text: str) -> float:
 
 def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.time,
                  progress: Callable[[str], None] = _progress) -> Report:
-    from monitor.analyze.timeparse import parse_time
+    from monitor.analyze.baseline import first_data
+    from monitor.analyze.timeparse import iso, parse_time
     from monitor.interop.load import load_config
 
     config = load_config(args.config) if args.config else None
     dep_cfg = config.deployment(args.deployment) if config else None
     t_now = now()
+    if getattr(args, "now", None):  # the instant relative times count from: the page's, when analysing later
+        t_now = parse_time(args.now, t_now)
     t1, t2 = parse_time(args.from_, t_now), parse_time(args.to, t_now)
     if t2 <= t1:
         raise ValueError(f"--to ({args.to}) must be after --from ({args.from_})")
@@ -71,10 +74,20 @@ def build_report(args: argparse.Namespace, *, now: Callable[[], float] = time.ti
                                 step=step, progress=progress)
         except RecordingError as err:
             raise ValueError(str(err)) from None
+    notes = []
+    first = first_data(ds)
+    if baseline is None and first is not None and t1 + ds.step < first < t2:
+        # The data begins inside the range (a deployment, or its recording, younger than --from): the range read
+        # is what exists, and the window a fifth of that; a window as long as the data leaves nothing to compare.
+        notes.append(f"no data before {iso(first)}: the range read starts there, not at --from ({iso(t1)})")
+        t1 = first
+        if not args.window:
+            window = auto_window(t2 - t1)
     progress(f"analysing {len(ds.times)} steps of {ds.step:g} s, {len(ds.series)} series ...")
     report = analyze(ds, t1, t2, window, args.sli or None, baseline)
+    report.notes[:0] = notes
     if not args.window:
-        report.notes.append(f"SLI window {window:g} s, chosen from the {span:g} s range (a fifth of it, 1 to 5 "
+        report.notes.append(f"SLI window {window:g} s, chosen from the {t2 - t1:g} s range (a fifth of it, 1 to 5 "
                             "minutes): pass --window to choose another")
     return report
 
@@ -116,6 +129,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="start of the range to read, e.g. the last hour: now-1h (also RFC3339, unix seconds, `now`; "
                         "or --from=-1h); the incident is found inside it")
     p.add_argument("--to", required=True, metavar="T2", help="end of the range (same forms; e.g. now)")
+    p.add_argument("--now", metavar="T", help="the instant `now` and relative times count from (default: the "
+                   "clock); e.g. the page's time, to read the range on-call read then (--from now-1h --to now)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
     src.add_argument("--recording", metavar="FILE", help="the sidecar's SQLite recording")

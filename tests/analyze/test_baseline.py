@@ -35,7 +35,7 @@ def _noisy(level: float, seed: int, n: int = N) -> list[float | None]:
 def test_a_baseline_before_the_deployment_started_is_clipped_past_its_warm_up_and_said():
     finished = [None] * 20 + _noisy(2.0, 1, N - 20)  # no data before 200 s
     ds = _dataset(finished)
-    b = choose_baseline(ds, 600, 1190, 60, None)
+    b = choose_baseline(ds, 600, 1190, 60)
     assert b.trusted and b.source == "before the range"
     assert min(ds.times[i] for i in b.indices) >= 200 + 60  # data from 200 s, 60 s of warm-up left out
     assert any("started inside the baseline" in n for n in b.notes) and any("warm-up" in n for n in b.notes)
@@ -45,7 +45,7 @@ def test_scrape_gaps_and_counters_born_inside_the_baseline_are_said():
     finished = _noisy(2.0, 2)
     finished[30:36] = [None] * 6  # a minute without scrapes
     born = [None] * 40 + _noisy(1.0, 3, N - 40)
-    b = choose_baseline(_dataset(finished, rate__retracted_total=born), 600, 1190, 60, None)
+    b = choose_baseline(_dataset(finished, rate__retracted_total=born), 600, 1190, 60)
     assert not any(30 <= i < 36 for i in b.indices)
     assert any("scrape gaps: 60 s" in n for n in b.notes)
     assert any("rate.retracted_total: counter first seen" in n and "born there" in n for n in b.notes)
@@ -54,19 +54,19 @@ def test_scrape_gaps_and_counters_born_inside_the_baseline_are_said():
 def test_too_little_before_the_range_falls_back_to_its_healthy_start_then_to_untrusted():
     finished = [None] * 55 + _noisy(2.0, 4, N - 55)  # data from 550 s: 50 s before --from at 600
     ds = _dataset(finished)
-    b = choose_baseline(ds, 600, 1190, 60, first_onset=900)
+    b = choose_baseline(ds, 600, 1190, 60, breaches=[(900, None, True)])
     assert b.trusted and b.source == "start of the range" and b.end == 840  # one window before the breach
     assert "unusable" in b.notes[0]
-    b = choose_baseline(ds, 600, 1190, 60, first_onset=650)
+    b = choose_baseline(ds, 600, 1190, 60, breaches=[(650, None, True)])
     assert not b.trusted and "--baseline" in b.notes[-1]
 
 
 def test_a_given_baseline_is_used_as_given():
     ds = _dataset(_noisy(2.0, 5))
-    b = choose_baseline(ds, 600, 1190, 60, None, requested=(100, 300))
+    b = choose_baseline(ds, 600, 1190, 60, requested=(100, 300))
     assert b.source == "given" and b.trusted and (b.start, b.end) == (100, 300)
     assert all(100 < ds.times[i] <= 300 for i in b.indices)
-    assert not choose_baseline(ds, 600, 1190, 60, None, requested=(100, 120)).trusted
+    assert not choose_baseline(ds, 600, 1190, 60, requested=(100, 120)).trusted
 
 
 def test_no_z_against_a_baseline_that_never_varied():
@@ -93,7 +93,34 @@ def test_without_a_breach_the_fallback_baseline_leaves_the_range_to_compare_with
     baseline needs."""
     finished = [None] * 10 + _noisy(2.0, 3, N - 10)
     ds = _dataset(finished)
-    b = choose_baseline(ds, 150, 1190, 10, None)
+    b = choose_baseline(ds, 150, 1190, 10)
     assert b.source == "start of the range" and b.trusted
     assert b.end < 300, b
     assert len(b.indices) * STEP >= 60
+
+
+def test_the_healthy_start_skips_the_warm_up_breaches_and_ends_before_the_first_fault():
+    """A deployment whose data begins at 100 s, read from there (`--from now-1h` on a young recording): a breach
+    inside the warm-up that ended there is its windows filling, not where the healthy start ends; a fault (a server
+    down that breached nothing yet) ends it like a breach."""
+    ds = _dataset([None] * 10 + _noisy(2.0, 5, N - 10))
+    b = choose_baseline(ds, 100, 1190, 60, [(110, 150, False), (900, None, True)])
+    assert b.trusted and b.source == "start of the range" and b.end == 840, b
+    assert ds.times[b.indices[0]] >= 160  # the warm-up (one window after the first traffic) left out
+    b = choose_baseline(ds, 100, 1190, 60, [(110, 150, False), (900, None, True)], fault=500)
+    assert b.trusted and b.end == 440, b
+
+
+def test_a_deployment_breaching_from_its_first_traffic_on_is_compared_with_its_first_stretch():
+    """A breach that began in the warm-up and outlasted it: the target never held at this load, there is no
+    healthy start to find, and the first stretch after the warm-up stands in as how it was (trusted, taken inside
+    the range, so never a reason for high confidence). One that ended inside the warm-up leaves nothing."""
+    ds = _dataset([None] * 10 + _noisy(2.0, 6, N - 10))
+    b = choose_baseline(ds, 100, 1190, 60, [(110, 300, True), (200, None, True)])
+    assert b.trusted and b.source == "start of the range", b
+    assert ds.times[b.indices[0]] >= 160 and len(b.indices) * STEP >= 60
+    assert "breached from the deployment's first traffic on" in b.notes[-1]
+    b = choose_baseline(ds, 100, 1190, 60, [(110, 150, False), (200, None, True)])
+    assert not b.trusted and "--baseline" in b.notes[-1], b
+    b = choose_baseline(ds, 100, 1190, 60, [(110, 300, True), (200, None, True)], fault=180)
+    assert not b.trusted, b  # the stand-in never holds the first fault

@@ -67,3 +67,27 @@ def test_a_second_report_in_the_same_directory_says_it_replaces_the_first_and_le
     assert main(args) == 0
     err = capsys.readouterr().err
     assert f"{out}: replaced the report of llama " in err
+
+
+def test_the_range_a_paged_user_types_reads_from_the_recordings_first_scrape_and_names_the_same_mechanism(
+        overheat_run, capsys, tmp_path):
+    """#32 item 6: `--from now-1h --to now` with no other flag, `--now` standing for the clock at the page. The
+    recording is 16 minutes old: the range read starts at its first scrape (said in the notes), the window is a
+    fifth of that, and the overheating is named as over the explicit range."""
+    import json
+
+    out = tmp_path / "report"
+    rc = main(["analyze", "-d", "llama", "--from", "now-1h", "--to", "now", "--now", str(EPOCH + T2),
+               "--recording", str(overheat_run.recording), "-o", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert cap.out.startswith("Accelerator overheating ("), cap.out
+    rep = json.loads((out / "report.json").read_text())
+    assert any("the range read starts there, not at --from" in n for n in rep["notes"]), rep["notes"]
+    assert rep["window_seconds"] == 180, rep["notes"]  # a fifth of the ~950 s read, in whole minutes
+
+
+def test_now_is_checked_like_any_other_time(capsys, tmp_path):
+    assert main(["analyze", "-d", "x", "--from", "now-1h", "--to", "now", "--now", "at the page",
+                 "--recording", str(tmp_path / "r.db")]) == 2
+    assert "not a time: 'at the page'" in capsys.readouterr().err

@@ -237,7 +237,21 @@ def test_the_section_renders_from_saved_results(tmp_path: Path):
     calib = grid.parse_table(text, grid.CALIBRATION_HEADER)
     assert sum(int(r["runs"]) for r in calib) == len(lab.results)
     goals = [line for line in text.splitlines() if line.startswith(("- tuned: ", "- held-out: "))]
-    assert len(goals) == 14 and all(line.endswith(("— met", "— **missed**")) for line in goals)
+    assert len(goals) == 18 and all(line.endswith(("— met", "— **missed**")) for line in goals)
+
+
+def test_the_users_path_goal_counts_the_same_mechanism_and_no_mechanism_named_by_either_alike():
+    """Item 6's lines: the CLI over each range a paged user types against the explicit range's verdict. A steady
+    breach against an unexplained one is the same finding (neither names a cause); another mechanism is not."""
+    d = R.draw_seed(0, 1)[0]
+    pairs = [(m.OVERLOAD, (m.OVERLOAD, m.OVERLOAD)), (m.STEADY_BREACH, (m.UNEXPLAINED, m.HEALTHY)),
+             (m.OVERLOAD, (m.DECODE_SLOWDOWN, m.OVERLOAD)), (m.HEALTHY, ())]
+    rs = [R.make_result(d, 1.0, mech, (mech,), (), "medium", "…", None, right=True, user=user) for mech, user in pairs]
+    lines = [g for g in R.goals(rs, grid.TUNED) if g.startswith("(item 6)")]
+    assert len(lines) == len(R.USER_RANGES) == 2
+    assert "now-1h" in lines[0] and "2/3" in lines[0] and lines[0].endswith("**missed**"), lines  # () not read
+    assert "now-30m" in lines[1] and "3/3" in lines[1] and lines[1].endswith("— met"), lines
+    assert R.same_finding(m.HEALTHY, m.UNEXPLAINED) and not R.same_finding(m.HEALTHY, m.OVERLOAD)
 
 
 def test_the_section_goes_after_the_grids_and_is_replaced_in_place(tmp_path: Path):
@@ -263,6 +277,7 @@ def test_a_tiny_task_runs_and_judges_its_draws(tmp_path: Path):
     for d, r in zip(short, tr.results):
         assert (r.seed, r.split, r.workload, r.kinds, r.t1, r.t2) == (0, grid.TUNED, d.workload, d.kinds, d.t1, d.t2)
         assert r.named[0] == r.mechanism and r.confidence in ("high", "medium", "low") and r.headline
+        assert len(r.user) == len(R.USER_RANGES) and all(u in m.TITLES for u in r.user), r.user  # the CLI's reading
         if len(d.incidents) == 2:
             assert r.right == R.judge_pair(d.expected, d.gap or 0.0, r.named, r.consequence_as_cause)[0]
         else:
@@ -278,9 +293,9 @@ def test_kept_recordings_reanalyse_to_the_same_verdicts(tmp_path: Path):
     keep = tmp_path / "keep"
     tr = R.run_task(0, [R.Deploy(d, round(d.share * 2.0, 3)) for d in short], str(tmp_path), str(keep))
     again = R.reanalyse(keep, jobs=1)
-    assert [(r.index, r.mechanism, r.named, r.confidence, r.right, r.headline) for r in again.results] == \
-        [(r.index, r.mechanism, r.named, r.confidence, r.right, r.headline) for r in sorted(tr.results,
-                                                                                            key=lambda r: r.index)]
+    assert [(r.index, r.mechanism, r.named, r.confidence, r.right, r.headline, r.user) for r in again.results] == \
+        [(r.index, r.mechanism, r.named, r.confidence, r.right, r.headline, r.user)
+         for r in sorted(tr.results, key=lambda r: r.index)]
 
 
 # --- the committed results (docs/analysis-random.json.gz) and the doc's section ----------------------------------
@@ -305,5 +320,5 @@ def test_rerun_committed_runs_give_the_committed_verdicts(seed, tmp_path: Path):
     tr = R.run_task(seed, [R.Deploy(d, committed[d.index].rate) for d in sample], str(tmp_path))
     for r in tr.results:
         c = committed[r.index]
-        assert (r.mechanism, r.named, r.confidence, r.right) == (c.mechanism, c.named, c.confidence, c.right), \
-            (r.index, r.headline, c.headline)
+        assert (r.mechanism, r.named, r.confidence, r.right, r.user) == \
+            (c.mechanism, c.named, c.confidence, c.right, c.user), (r.index, r.headline, c.headline)

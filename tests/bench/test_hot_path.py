@@ -3,9 +3,14 @@ to prometheus_client's parser on the same text in the same run, against the figu
 
 from __future__ import annotations
 
+import pytest
+
 from bench import hot_path
 
 
+# A ratio of two timings in one process still moves with what runs beside it (0.0109 in `make bench`, 0.0139 beside
+# six suite workers, same code): `make test` runs it after the rest, on its own.
+@pytest.mark.alone
 def test_parse_and_update_of_the_anchor_stay_within_1_25x_of_the_committed_ratio():
     figure = hot_path.committed()
     got = hot_path.measure()

@@ -489,6 +489,7 @@ class Result:
     lead_first: bool | None  # a pair whose onsets are >= ORDER_GAP apart: the leading one named first (else None)
     headline: str
     consequence_as_cause: str | None = None
+    user: tuple[str, ...] = ()  # the mechanism `slo-monitor analyze` names over each of USER_RANGES ((): not read)
 
     @property
     def scenario(self) -> str:
@@ -533,7 +534,8 @@ def judge_pair(expected: Sequence[Sequence[str]], gap: float, named: Sequence[st
 
 
 def make_result(draw: Draw, rate: float, mechanism: str, named: Sequence[str], moved: Sequence[str],
-                confidence: str, headline: str, blamed: str | None, right: bool | None = None) -> Result:
+                confidence: str, headline: str, blamed: str | None, right: bool | None = None,
+                user: Sequence[str] = ()) -> Result:
     """A run's result from its verdict. `right` for a healthy run or one incident comes from grid.judge (`result`);
     a pair is judged here, by `judge_pair`."""
     both = lead = None
@@ -546,7 +548,7 @@ def make_result(draw: Draw, rate: float, mechanism: str, named: Sequence[str], m
                   tuple(i.magnitude for i in inc), tuple(i.band for i in inc), tuple(i.start for i in inc),
                   tuple(i.duration for i in inc), tuple(i.ramp for i in inc), draw.gap, draw.t1, draw.t2,
                   draw.expected, mechanism, tuple(named), tuple(moved), confidence, right, both, lead, headline,
-                  blamed)
+                  blamed, tuple(user))
 
 
 def _cell(draw: Draw) -> grid.Cell:
@@ -568,12 +570,38 @@ def analyse(run: LabRun, draw: Draw) -> Report:
     return analyze(ds, t1, t2, WINDOW)
 
 
-def result(draw: Draw, rate: float, rep: Report) -> Result:
+# The ranges a paged user types (#32 item 6), read through the CLI as on-call would at the draw's T2: `slo-monitor
+# analyze --recording … -c … -d … --from now-1h --to now`, no other flag (`--now` stands for the clock).
+USER_RANGES: Final = ("now-1h", "now-30m")
+
+
+def user_path(run: LabRun, draw: Draw, config: Path) -> tuple[str, ...]:
+    """The mechanism the CLI names over each of USER_RANGES, from the run's recording and `config` (its file)."""
+    from monitor.cli import build_parser
+    from monitor.commands.analyze import build_report
+
+    out = []
+    for frm in USER_RANGES:
+        args = build_parser().parse_args([
+            "analyze", "--recording", str(run.recording), "-c", str(config), "-d", draw.name, "--from", frm,
+            "--to", "now", "--now", f"{EPOCH + draw.t2:.0f}"])
+        out.append(build_report(args, progress=lambda _: None).verdict.mechanism)
+    return tuple(out)
+
+
+def write_config(run: LabRun, directory: Path) -> Path:
+    """The run's config as the file the CLI reads."""
+    path = directory / "lab-config.json"
+    path.write_text(json.dumps(run.config.model_dump(mode="json", by_alias=True, exclude_unset=True)))
+    return path
+
+
+def result(draw: Draw, rate: float, rep: Report, user: Sequence[str] = ()) -> Result:
     v = rep.verdict
     moved = tuple(dict.fromkeys(mech for mech, _ in v.candidates))
     right = grid.judge(_cell(draw), rep)[0] if len(draw.incidents) < 2 else None
     return make_result(draw, rate, v.mechanism, grid.named_in_first_line(rep), moved, v.confidence, v.headline,
-                       consequence_as_cause(rep), right)
+                       consequence_as_cause(rep), right, user)
 
 
 CHUNK: Final = grid.CHUNK  # deployments per emulator (grid.CHUNK says why not more)
@@ -595,7 +623,8 @@ def run_task(seed: int, deploys: Sequence[Deploy], tmp: str | None = None, keep:
     until = max(d.draw.until for d in deploys)
     with tempfile.TemporaryDirectory(prefix=f"incident-random-{seed}-", dir=tmp) as work:
         run = run_lab(Path(work), tuple(deploys), until=until, seed=seed, capture=False)  # type: ignore[arg-type]
-        out = tuple(result(d.draw, d.rate, analyse(run, d.draw)) for d in deploys)
+        cfg = write_config(run, Path(work))
+        out = tuple(result(d.draw, d.rate, analyse(run, d.draw), user_path(run, d.draw, cfg)) for d in deploys)
         if keep is not None:
             _keep(Path(keep), run, seed, deploys, until)
     return TaskResult(seed, out, time.monotonic() - began, run.slowest_scrape, until)
@@ -699,7 +728,10 @@ def _reanalyse_task(meta_path: str, runs_per_seed: int) -> TaskResult:
     run = KeptRun(path.with_suffix(".sqlite"), meta["interval"], Config.model_validate(meta["config"]))
     # The draws are a prefix of the seed's stream: as many as the task's own runs need, whatever the lab's size.
     draws = {d.index: d for d in draw_seed(meta["seed"], max(runs_per_seed, meta.get("runs_per_seed", 0)))}
-    out = tuple(result(draws[i], rate, analyse(run, draws[i])) for i, rate in meta["runs"])  # type: ignore[arg-type]
+    with tempfile.TemporaryDirectory(prefix="incident-reanalyse-") as work:
+        cfg = write_config(run, Path(work))  # type: ignore[arg-type]
+        out = tuple(result(draws[i], rate, analyse(run, draws[i]), user_path(run, draws[i], cfg))  # type: ignore[arg-type]
+                    for i, rate in meta["runs"])
     return TaskResult(meta["seed"], out, time.monotonic() - began, 0.0, meta["until"])
 
 
@@ -719,7 +751,7 @@ def reanalyse(keep: Path, *, runs_per_seed: int = RUNS_PER_SEED, jobs: int = 2,
     return RandomLab(results, seeds, runs_per_seed, jobs, time.monotonic() - began, [], 0.0, {}, 0.0)
 
 
-_TUPLES: Final = ("kinds", "magnitudes", "bands", "starts", "durations", "ramps", "named", "moved")
+_TUPLES: Final = ("kinds", "magnitudes", "bands", "starts", "durations", "ramps", "named", "moved", "user")
 
 
 def save(lab: RandomLab, path: Path) -> None:
@@ -755,6 +787,7 @@ ORDERED_HEADER: Final = PAIR_HEADER.replace("| pair |", "| leading → second |"
 WRONG_HEADER: Final = ("| seed | workload | load | injected | expected | named | confidence | "
                        "first line (shortened) |")
 GOAL_LEAD: Final = 0.90
+GOAL_USER: Final = 0.95  # item 6: the CLI over the range a paged user types names the explicit range's mechanism
 
 
 def _frac(k: int, n: int) -> str:
@@ -804,7 +837,23 @@ def goals(results: Sequence[Result], split: str) -> list[str]:
                   if other else "") + f" — {met(bool(weak) and not other)}")
     blamed = sum(1 for r in rs if r.consequence_as_cause)
     out.append(f"never a consequence called the cause: {blamed} of {len(rs)} runs — {met(bool(rs) and not blamed)}")
+    read = [r for r in rs if r.user]
+    for i, frm in enumerate(USER_RANGES):
+        same = sum(same_finding(r.user[i], r.mechanism) for r in read)
+        out.append(f"(item 6) `slo-monitor analyze --from {frm} --to now`, default flags, names the explicit range's "
+                   f"mechanism (or, as it does, none) >= 95 %: {pct(same, len(read))} — "
+                   f"{met(bool(read) and same >= GOAL_USER * len(read))}")
     return out
+
+
+# Verdicts that name no mechanism: nothing happened, the target does not hold at this load, or a breach with no
+# cause found. Two readings that both name none agree (neither sends on-call after a cause).
+NO_CAUSE: Final = grid.NO_INCIDENT | {m.UNEXPLAINED}
+
+
+def same_finding(a: str, b: str) -> bool:
+    """The same mechanism named, or none by either."""
+    return a == b or (a in NO_CAUSE and b in NO_CAUSE)
 
 
 def _by_split(rs: Sequence[Result], cells: Callable[[list[Result]], list[str]]) -> list[str]:
@@ -925,7 +974,10 @@ def section(lab: RandomLab) -> str:
         f"down 0–{RESTART_DOWN:g} s, thirds of it; client timeout: the grid's range as a share of the workload's "
         f"answer time). Analysed from the recording as a paged user would: T1 {LEAD[0]:g}–{LEAD[1]:g} s before the "
         f"first onset (never before {MIN_DATA:g} s), T2 after the last one's end (+{TAIL[0]:g}–{TAIL[1]:g} s) or, "
-        f"{P_ONGOING:.0%} of the time, while it still runs; the baseline is the analyzer's default.",
+        f"{P_ONGOING:.0%} of the time, while it still runs; the baseline is the analyzer's default. Each run is "
+        f"read again through the CLI as on-call types it at T2 ({', '.join(f'`--from {u} --to now`' for u in USER_RANGES)}"
+        ", `--now` T2, no other flag): the lab's deployments are minutes old, so both ranges start before their "
+        "data and read it from its first scrape, with the baseline the analyzer finds in it.",
         "",
         "Right: as in the grid (the injected mechanism, a restart that is down a while also as `server_down`; healthy: "
         "`healthy` or `steady_breach`; never a consequence as the cause); a pair: both mechanisms named in the first "
