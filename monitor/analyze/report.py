@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.analyze.baseline import IN_RANGE, Baseline, choose_baseline
 from monitor.analyze.causes import FAULT_SIGNALS
 from monitor.analyze.correlate import Candidate, rank
-from monitor.analyze.diagnose import Verdict, verdict
+from monitor.analyze.diagnose import RULE_OF_THREE, Verdict, verdict
+from monitor.analyze.giveup import GIVE_UP_MIN
 from monitor.analyze.model import Dataset
 from monitor.analyze.percentiles import Comparison, compare
 from monitor.analyze.signals import derive
@@ -110,12 +112,36 @@ def _idx(times: tuple[float, ...], lo: float, hi: float) -> range:
     return range(a, max(a, b))
 
 
-def first_fault(ds: Dataset, tracks: dict[str, SliTrack], t1: float, t2: float) -> float | None:
-    """The time of the first fault event (causes.FAULT_SIGNALS) in (t1, t2], or None."""
+def first_fault(ds: Dataset, tracks: dict[str, SliTrack], t1: float, t2: float, window: float) -> float | None:
+    """The time of the first fault event (causes.FAULT_SIGNALS) in (t1, t2], or of the first pile of abandoned
+    requests (`first_pile`), or None."""
     signals = derive(ds, tracks)
-    return min((t for key in FAULT_SIGNALS if key in signals
-                for t, v in zip(ds.times, signals[key].values) if t1 < t <= t2 and v is not None and v > 0),
-               default=None)
+    faults = [t for key in FAULT_SIGNALS if key in signals
+              for t, v in zip(ds.times, signals[key].values) if t1 < t <= t2 and v is not None and v > 0]
+    pile = first_pile(ds.times, signals["gave_up"].values, t1, t2, window) if "gave_up" in signals else None
+    return min([*faults, *([pile] if pile is not None else [])], default=None)
+
+
+def first_pile(times: Sequence[float], abandoned: Sequence[float | None], t1: float, t2: float,
+               window: float) -> float | None:
+    """Where abandoned requests first piled up in (t1, t2]: GIVE_UP_MIN or more within one window, more than three
+    times what the range before that window held at its own rate (a rate no lower than the rule of three over its
+    span: clients cancel now and then). A client timeout breaches no latency SLI, so no breach ends the healthy
+    start before it; this does. The time of the window's first step over three times that rate, or None."""
+    idx = [i for i, t in enumerate(times) if t1 < t <= t2]
+    if len(idx) < 2:
+        return None
+    step = times[idx[1]] - times[idx[0]]
+    counts = [(times[i], (abandoned[i] or 0.0) * step) for i in idx]
+    for k, (t, _) in enumerate(counts):
+        inside = [(u, c) for u, c in counts[:k + 1] if u > t - window]
+        before = sum(c for u, c in counts[:k + 1] if u <= t - window)
+        span = max(t - window - t1, step)
+        expected = max(before, RULE_OF_THREE) / span * window
+        piled = sum(c for _, c in inside)
+        if piled >= GIVE_UP_MIN and piled > 3 * expected:
+            return next(u for u, c in inside if c > 3 * expected * step / window)
+    return None
 
 
 def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | None = None,
@@ -137,7 +163,7 @@ def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | 
     # Where the range's healthy start ends, should no baseline before it be usable: a breach's onset, and the first
     # fault event (a server down that breached nothing yet is no healthy state to compare with).
     breaches = [(e.onset, e.end, e is max(es, key=lambda x: x.budget_spent)) for es in eps.values() for e in es]
-    base = choose_baseline(ds, t1, t2, window, breaches, baseline, first_fault(ds, tracks, t1, t2))
+    base = choose_baseline(ds, t1, t2, window, breaches, baseline, first_fault(ds, tracks, t1, t2, window))
     notes += base.notes
     base_idx, inc_idx = base.indices, _idx(ds.times, t1, t2)
     corr_idx = range(min(base_idx, default=inc_idx.start), inc_idx.stop)

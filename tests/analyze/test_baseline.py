@@ -124,3 +124,17 @@ def test_a_deployment_breaching_from_its_first_traffic_on_is_compared_with_its_f
     assert not b.trusted and "--baseline" in b.notes[-1], b
     b = choose_baseline(ds, 100, 1190, 60, [(110, 300, True), (200, None, True)], fault=180)
     assert not b.trusted, b  # the stand-in never holds the first fault
+
+
+def test_a_pile_of_abandoned_requests_ends_the_healthy_start_and_a_few_cancels_do_not():
+    """A client timeout breaches no latency SLI, so no breach ends the healthy start before it: a pile of abandoned
+    requests does (GIVE_UP_MIN or more in one window, over three times the rate before it), dated at its first
+    step; clients cancelling now and then (one every 50 s) do not."""
+    from monitor.analyze.report import first_pile
+
+    times = [i * STEP for i in range(N)]
+    background = [0.02] * N
+    assert first_pile(times, background, 100, 1190, 60) is None
+    pile = [2.0 if 700 <= t < 760 else v for t, v in zip(times, background)]
+    assert first_pile(times, pile, 100, 1190, 60) == 700
+    assert first_pile(times, [None] * N, 100, 1190, 60) is None
