@@ -92,14 +92,15 @@ def usable(ds: Dataset, lo: float, hi: float, window: float) -> tuple[list[int],
         return [], [f"no scrape data between {iso(lo)} and {iso(hi)}"]
     born = _born(ds, pres)  # the data began at this span's start or inside it: the deployment began here
     young = born is not None and ds.times[born] >= lo - 1e-6
-    if ds.times[have[0]] > ds.times[idx[0]] + ds.step + 1e-6 or young:
+    started_inside = ds.times[have[0]] > ds.times[idx[0]] + ds.step + 1e-6 or young
+    if started_inside:
         notes.append(f"no data before {iso(ds.times[have[0]])}: the deployment or its scraping started inside the "
                      f"baseline")
     busy = [i for i in have if (pres[i] or 0.0) > 0]
     if not busy:
         return [], notes + [f"no traffic between {iso(lo)} and {iso(hi)}"]
     warm = ds.times[busy[0]] + window
-    if busy[0] > have[0] or ds.times[have[0]] > ds.times[idx[0]] + ds.step + 1e-6 or young:
+    if busy[0] > have[0] or started_inside:
         notes.append(f"traffic began at {iso(ds.times[busy[0]])}: the first {window:g} s after it are warm-up and "
                      f"left out")
         have = [i for i in have if ds.times[i] > warm - 1e-6]

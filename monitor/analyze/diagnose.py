@@ -51,7 +51,7 @@ from monitor.analyze.causes import (
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.giveup import GIVE_UP_MIN, give_up
 from monitor.analyze.model import Dataset, Values
-from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, SYMPTOM, Signal, derive
+from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, SYMPTOM, Signal
 from monitor.analyze.sli import SliTrack
 from monitor.analyze.steady import bad_shares, steady
 from monitor.analyze.timeparse import iso
@@ -646,11 +646,12 @@ def _consequences(sh: dict[str, Shift], cause: Shift | None, restates: frozenset
     return out
 
 
-def verdict(ds: Dataset, tracks: dict[str, SliTrack], base_idx: Sequence[int], focus: range,
-            breached: list[str], baseline_ok: bool, window: float, *, independent: bool = True) -> Verdict:
-    """The mechanism behind the incident in `focus` (indices into ds.times), against `base_idx`. A baseline
-    that is not `independent` of the range (taken from inside it) caps the confidence at medium (#32 item 6)."""
-    signals = derive(ds, tracks)
+def verdict(ds: Dataset, tracks: dict[str, SliTrack], signals: dict[str, Signal], base_idx: Sequence[int],
+            focus: range, breached: list[str], baseline_ok: bool, window: float, *,
+            independent: bool = True) -> Verdict:
+    """The mechanism behind the incident in `focus` (indices into ds.times), against `base_idx`; `signals`: what
+    `signals.derive` gives for `ds` and `tracks`. A baseline that is not `independent` of the range (taken from
+    inside it) caps the confidence at medium (#32 item 6)."""
     half = half_width(ds.step, window)
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
     dropped = _gate_give_up(ds, sh, base_idx, focus)

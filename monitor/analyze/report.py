@@ -13,7 +13,7 @@ from monitor.analyze.diagnose import RULE_OF_THREE, Verdict, verdict
 from monitor.analyze.giveup import GIVE_UP_MIN
 from monitor.analyze.model import Dataset
 from monitor.analyze.percentiles import Comparison, compare
-from monitor.analyze.signals import derive
+from monitor.analyze.signals import Signal, derive
 from monitor.analyze.sli import SliTrack, track
 from monitor.analyze.timeline import Episode, budget_spent, episodes
 from monitor.analyze.timeparse import iso
@@ -112,10 +112,9 @@ def _idx(times: tuple[float, ...], lo: float, hi: float) -> range:
     return range(a, max(a, b))
 
 
-def first_fault(ds: Dataset, tracks: dict[str, SliTrack], t1: float, t2: float, window: float) -> float | None:
+def first_fault(ds: Dataset, signals: dict[str, Signal], t1: float, t2: float, window: float) -> float | None:
     """The time of the first fault event (causes.FAULT_SIGNALS) in (t1, t2], or of the first pile of abandoned
     requests (`first_pile`), or None."""
-    signals = derive(ds, tracks)
     faults = [t for key in FAULT_SIGNALS if key in signals
               for t, v in zip(ds.times, signals[key].values) if t1 < t <= t2 and v is not None and v > 0]
     pile = first_pile(ds.times, signals["gave_up"].values, t1, t2, window) if "gave_up" in signals else None
@@ -163,7 +162,8 @@ def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | 
     # Where the range's healthy start ends, should no baseline before it be usable: a breach's onset, and the first
     # fault event (a server down that breached nothing yet is no healthy state to compare with).
     breaches = [(e.onset, e.end, e is max(es, key=lambda x: x.budget_spent)) for es in eps.values() for e in es]
-    base = choose_baseline(ds, t1, t2, window, breaches, baseline, first_fault(ds, tracks, t1, t2, window))
+    signals = derive(ds, tracks)  # read here for the faults and by the verdict
+    base = choose_baseline(ds, t1, t2, window, breaches, baseline, first_fault(ds, signals, t1, t2, window))
     notes += base.notes
     base_idx, inc_idx = base.indices, _idx(ds.times, t1, t2)
     corr_idx = range(min(base_idx, default=inc_idx.start), inc_idx.stop)
@@ -184,6 +184,6 @@ def analyze(ds: Dataset, t1: float, t2: float, window: float, slis: list[str] | 
     breached = [n for n, s in out.items() if s.episodes]
     # The verdict reads the whole range: a cause can precede a breach by more than a window (a server down
     # before the stragglers it left breach), and a failure can hurt no latency SLI at all.
-    v = verdict(ds, tracks, base_idx, range(_idx(ds.times, base.end, t2).start, inc_idx.stop), breached,
+    v = verdict(ds, tracks, signals, base_idx, range(_idx(ds.times, base.end, t2).start, inc_idx.stop), breached,
                 base.trusted, window, independent=base.source != IN_RANGE)
     return Report(ds.deployment, ds.source, t1, t2, base.start, window, ds.step, out, ds, base, v, notes)
