@@ -31,6 +31,9 @@ ACCEL_LABELS: dict[str, tuple[str, str, str]] = {  # key -> (label, group, unit)
     "memory_ratio_max": ("accelerator HBM used (fullest chip)", "accelerator", "ratio"),
     "power_mean": ("accelerator power (mean)", "accelerator", "W"),
     "unhealthy": ("accelerator chips not healthy", "accelerator", "chips"),
+    # Where the telemetry reports them (NVML, DCGM; never npu-smi or npu-exporter).
+    "temperature_slowdown_min": ("accelerator slowdown temperature (lowest chip limit)", "accelerator", "°C"),
+    "thermal_throttling": ("accelerator chips throttling for heat", "accelerator", "chips"),
 }
 OTHER_LABELS: dict[str, tuple[str, str, str]] = {
     "restarts": ("restarts (counter resets)", "restarts", "per step"),

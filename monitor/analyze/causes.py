@@ -149,12 +149,14 @@ CAUSES: Final[tuple[Cause, ...]] = (
     Cause(CLIENT_GIVE_UP, (Evidence("gave_up", 0.0),), EVENT_ONSET, ("aborted",), (),
           "SGLang aborts a request 2 s after its client hangs up (create_abort_task); aborts piled at one age "
           "(monitor/analyze/giveup.py) are a timeout", restates=frozenset({"aborted"})),
-    Cause(ACCELERATOR_OVERHEAT, (Evidence("temperature", ANALYSIS_TEMPERATURE_RISE_CELSIUS, absolute=True),),
+    Cause(ACCELERATOR_OVERHEAT, (Evidence("temperature", ANALYSIS_TEMPERATURE_RISE_CELSIUS, absolute=True),
+                                 Evidence("throttling", 0.0)),
           LEVEL_ONSET, ("power",),
           (Moves(DECODE_SLOWDOWN, "same", _THROTTLE), Moves(PREFILL_SLOWDOWN, "same", _THROTTLE),
            Moves(KV_TRANSFER_SLOWDOWN, "same", _THROTTLE)),
           "a die warms above its inlet in proportion to its power; one that warms beyond what its power explains "
-          "is cooled badly (diagnose: the gate in `shifts`)"),
+          "is cooled badly (diagnose: the gate in `shifts`); NVML/DCGM say so themselves where they report thermal "
+          "clock event reasons (accelerator_thermal_throttling)"),
     Cause(SPEC_ACCEPT_DROP, (Evidence("accept_length", ANALYSIS_ACCEPT_CHANGE),), LEVEL_ONSET, ("throughput",),
           (Moves(DECODE_SLOWDOWN, "bounded", "fewer accepted tokens per verify step: a longer ITL per token, by as "
                  "much as the accept length fell"),),

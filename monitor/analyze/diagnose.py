@@ -311,8 +311,10 @@ def shifts(signals: dict[str, Signal], times: Sequence[float], base_idx: Sequenc
             t, absolute = th.get(key, (CONSEQUENCE_RATIO, False))
             out[key] = level_shift(sig, times, base_idx, focus, half, t, absolute)
     t = out.get("temperature")
+    # The chip's own slowdown temperature where its telemetry reports one (NVML, DCGM), else the alert's.
+    limit = ACCEL_TEMPERATURE_CELSIUS if t is None or t.signal.ceiling is None else t.signal.ceiling
     if t is not None and not t.moved and t.incident is not None and t.baseline is not None and \
-            t.baseline < ACCEL_TEMPERATURE_CELSIUS <= t.incident and t.incident - t.baseline >= 5:
+            t.baseline < limit <= t.incident and t.incident - t.baseline >= 5:
         # Crossing the throttle temperature counts whatever the rise.
         out["temperature"] = level_shift(signals["temperature"], times, base_idx, focus, half, 5.0, True)
     t = out.get("temperature")

@@ -51,6 +51,7 @@ from monitor.conventions.names import (
     DCGM_FB_FREE,
     DCGM_FB_USED,
     DCGM_POWER,
+    DCGM_SLOWDOWN_TEMPERATURE,
     DCGM_TEMPERATURE,
     DCGM_UTILIZATION,
     GAUGES,
@@ -62,6 +63,8 @@ from monitor.conventions.names import (
     M_ACCEL_MEMORY_USED,
     M_ACCEL_POWER,
     M_ACCEL_TEMPERATURE,
+    M_ACCEL_TEMPERATURE_SLOWDOWN,
+    M_ACCEL_THERMAL_THROTTLING,
     M_ACCEL_UTILIZATION,
     M_COUNTER_RESETS,
     M_LOAD,
@@ -235,6 +238,11 @@ class _Plan:
             aggregate("max", binop(of(DCGM_FB_USED), "/", binop(of(DCGM_FB_USED), "+", of(DCGM_FB_FREE)))))
         self.queries["accel.power_mean"] = either(*(aggregate("avg", of(m)) for m in (
             M_ACCEL_POWER, NPU_POWER, DCGM_POWER)))
+        # NVML / DCGM only: the chips' own slowdown temperature (the lowest: the first to throttle), and how many
+        # throttle for heat (the sidecar's reading of the clock event reasons; a bitmask is no PromQL value).
+        self.queries["accel.temperature_slowdown_min"] = either(*(aggregate("min", of(m)) for m in (
+            M_ACCEL_TEMPERATURE_SLOWDOWN, DCGM_SLOWDOWN_TEMPERATURE)))
+        self.queries["accel.thermal_throttling"] = aggregate("sum", of(M_ACCEL_THERMAL_THROTTLING))
         self.queries["accel.unhealthy"] = either(
             aggregate("count", binop(of(M_ACCEL_HEALTH), ">", 0)), binop(aggregate("count", of(M_ACCEL_HEALTH)), "*", 0),
             aggregate("count", binop(of(NPU_HEALTH), "!=", 1)), binop(aggregate("count", of(NPU_HEALTH)), "*", 0))

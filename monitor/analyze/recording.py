@@ -42,7 +42,8 @@ from monitor.slo.histogram import Hist
 
 
 def _accelerators(readings: list[dict[str, Any]]) -> dict[str, float]:
-    """Per deployment: hottest chip, mean utilisation, fullest HBM, mean power, chips not healthy."""
+    """Per deployment: hottest chip, mean utilisation, fullest HBM, mean power, chips not healthy, and where the
+    telemetry reports them, the lowest slowdown temperature and the chips throttling for heat."""
     out: dict[str, float] = {}
     temps = [r["temperature_celsius"] for r in readings if r.get("temperature_celsius") is not None]
     utils = [r["utilization_ratio"] for r in readings if r.get("utilization_ratio") is not None]
@@ -50,6 +51,8 @@ def _accelerators(readings: list[dict[str, Any]]) -> dict[str, float]:
             if r.get("memory_used_bytes") is not None and r.get("memory_total_bytes")]
     power = [r["power_watts"] for r in readings if r.get("power_watts") is not None]
     health = [r["health"] for r in readings if r.get("health") is not None]
+    limits = [r["temperature_slowdown_celsius"] for r in readings if r.get("temperature_slowdown_celsius")]
+    throttling = [r["thermal_throttling"] for r in readings if r.get("thermal_throttling") is not None]
     if temps:
         out["temperature_max"] = max(temps)
     if utils:
@@ -60,6 +63,10 @@ def _accelerators(readings: list[dict[str, Any]]) -> dict[str, float]:
         out["power_mean"] = sum(power) / len(power)
     if health:
         out["unhealthy"] = float(sum(1 for h in health if h > 0))
+    if limits:
+        out["temperature_slowdown_min"] = min(limits)
+    if throttling:
+        out["thermal_throttling"] = float(sum(throttling))
     return out
 
 

@@ -59,6 +59,9 @@ class Signal:
     # A rate of independent events (requests arriving): averaged over S seconds it swings by sqrt(rate / S) on its
     # own, whatever a short baseline's few points happened to show.
     poisson: bool = False
+    # A level the signal counts past whatever its rise (a temperature: the chip's own slowdown limit, where its
+    # telemetry reports one).
+    ceiling: float | None = None
 
 
 def _add(*cols: Values) -> Values:
@@ -298,6 +301,11 @@ def pd_stages(d: Derive) -> list[tuple[str, str, Column]]:
     ]
 
 
+def _lowest(values: Values) -> float | None:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
 def ratio_signal(key: str, label: str, side: str, unit: str, parts: Column, worse: int = 1,
                  min_den: float = 1e-9) -> Signal:
     """A signal from (numerator, denominator) columns, or from plain values."""
@@ -324,7 +332,9 @@ def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:
         Signal("retractions", "retracted requests", EVENT, "req/s", d.get("rate.retracted_total")),
         ratio_signal("kv_per_running", "KV cache per running request", CAPACITY, "ratio", d.kv_per_running(),
                      min_den=MIN_RUNNING),
-        Signal("temperature", "accelerator temperature (hottest chip)", CAPACITY, "°C", d.get("accel.temperature_max")),
+        Signal("temperature", "accelerator temperature (hottest chip)", CAPACITY, "°C", d.get("accel.temperature_max"),
+               ceiling=_lowest(d.get("accel.temperature_slowdown_min"))),
+        Signal("throttling", "accelerator chips throttling for heat", EVENT, "chips", d.get("accel.thermal_throttling")),
         Signal("hbm", "accelerator HBM used (fullest chip)", CAPACITY, "ratio", d.get("accel.memory_ratio_max")),
         Signal("unhealthy", "accelerator chips not healthy", EVENT, "chips", d.get("accel.unhealthy")),
         Signal("kv_transfer_latency", "PD KV transfer time (mean)", CAPACITY, "ms", d.get("kv_transfer_latency")),

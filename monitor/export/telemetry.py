@@ -27,6 +27,8 @@ from monitor.conventions.names import (
     M_ACCEL_POWER,
     M_ACCEL_PROCESSES,
     M_ACCEL_TEMPERATURE,
+    M_ACCEL_TEMPERATURE_SLOWDOWN,
+    M_ACCEL_THERMAL_THROTTLING,
     M_ACCEL_UP,
     M_ACCEL_UTILIZATION,
 )
@@ -42,6 +44,10 @@ def _gauges() -> dict[str, GaugeMetricFamily]:
         "mem_used": (M_ACCEL_MEMORY_USED, "Device memory in use (HBM, else DDR/framebuffer).", ()),
         "mem_total": (M_ACCEL_MEMORY_TOTAL, "Device memory size (HBM, else DDR/framebuffer).", ()),
         "temp": (M_ACCEL_TEMPERATURE, "Chip temperature.", ()),
+        "slowdown": (M_ACCEL_TEMPERATURE_SLOWDOWN, "The chip's own slowdown (clock throttle) temperature, where "
+                     "its telemetry reports one (NVML, DCGM).", ()),
+        "throttling": (M_ACCEL_THERMAL_THROTTLING, "1 while the chip's clocks are lowered for its temperature "
+                       "(NVML/DCGM thermal clock event reasons), else 0.", ()),
         "power": (M_ACCEL_POWER, "Power draw (per chip, or per card where the card reports it).", ()),
         "health": (M_ACCEL_HEALTH, "Chip health: 0 ok, 1 warning, 2 alarm/unhealthy, 3 critical.", ()),
         "health_info": (M_ACCEL_HEALTH_INFO, "Always 1; the health label says ok/warning/alarm/"
@@ -57,6 +63,7 @@ def _add(fams: dict[str, GaugeMetricFamily], ecc: CounterMetricFamily, labels: l
          source: str) -> None:
     for key, value in (("utilization", r.utilization_ratio), ("mem_used", r.memory_used_bytes),
                        ("mem_total", r.memory_total_bytes), ("temp", r.temperature_celsius),
+                       ("slowdown", r.temperature_slowdown_celsius), ("throttling", r.thermal_throttling),
                        ("power", r.power_watts), ("health", r.health)):
         if value is not None:
             fams[key].add_metric(labels, float(value))

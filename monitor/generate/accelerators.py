@@ -1,7 +1,8 @@
 """Alerting rules over the sidecar's `accelerator_*` series, one set per deployment with accelerator targets.
 
 Severities follow the generator's routing (`page` wakes someone, `ticket` does not); thresholds are
-`conventions.ACCEL_MEMORY_RATIO` / `ACCEL_TEMPERATURE_CELSIUS`. Per-deployment selectors let `absent()`
+`conventions.ACCEL_MEMORY_RATIO` / `ACCEL_TEMPERATURE_CELSIUS`, and the chip's own word on throttling where its
+telemetry gives one (NVML, DCGM: `accelerator_thermal_throttling`). Per-deployment selectors let `absent()`
 name the deployment whose telemetry vanished, and the static `deployment` label keeps the rules of two
 deployments distinct (promtool's duplicate-rules lint). `for` follows --time-scale like every other rule.
 """
@@ -34,7 +35,7 @@ def _rule(alert: str, expr: Expr, for_: str, severity: str, summary: str, descri
 
 
 def accelerator_rules(dep: Deployment, opts: Options) -> list[AlertingRule]:
-    """The six accelerator alerts of `dep` ([] when it has no npu/gpu target: absent() would always fire)."""
+    """The seven accelerator alerts of `dep` ([] when it has no npu/gpu target: absent() would always fire)."""
     if not has_accelerator_targets(dep):
         return []
     eq = (("deployment", "=", dep.name),)
@@ -63,6 +64,11 @@ def accelerator_rules(dep: Deployment, opts: Options) -> list[AlertingRule]:
               f"{name}: {CHIP} at {{{{ $value }}}} °C",
               f"Chip temperature above {temp} °C on {CHIP} of deployment {name} for {for_}; expect clock "
               "throttling and higher TPOT.", dep.name),
+        _rule(N.ALERT_ACCEL_THROTTLING, binop(select(N.M_ACCEL_THERMAL_THROTTLING, eq), "==", 1), for_, "ticket",
+              f"{name}: {CHIP} is throttling for heat",
+              f"The clocks of {CHIP} of deployment {name} have been lowered for its temperature for {for_} (NVML/"
+              f"DCGM thermal clock event reasons; its slowdown temperature is {N.M_ACCEL_TEMPERATURE_SLOWDOWN}): "
+              "every kernel runs slower, TPOT and TTFT rise on the server that owns it.", dep.name),
         _rule(N.ALERT_ACCEL_TELEMETRY_DOWN, binop(up, "==", 0), for_, "ticket",
               f"{name}: {{{{ $labels.source }}}} telemetry on {{{{ $labels.node }}}} failing",
               f"The sidecar's last {{{{ $labels.source }}}} collection on {{{{ $labels.node }}}} for deployment "

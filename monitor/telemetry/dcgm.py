@@ -5,7 +5,9 @@ renamed its `Hostname` label to `hostname` (NVIDIA/dcgm-exporter #655); both are
 writes "blank" sentinels (>= 0x7ffffff0, e.g. 9223372036854775794 for an unsupported memory
 temperature) instead of leaving a field out; those count as missing. Health, which DCGM's default
 counters do not report as such, is derived as for NVML: row-remap failure -> critical,
-uncorrectable (double-bit) volatile ECC -> alarm, else ok.
+uncorrectable (double-bit) volatile ECC -> alarm, else ok. The thermal fields are not in dcgm-exporter's
+default counters; where a site's CSV adds them, `DCGM_FI_DEV_SLOWDOWN_TEMP` is the GPU's slowdown temperature
+and `DCGM_FI_DEV_CLOCKS_EVENT_REASONS` (`..._CLOCK_THROTTLE_REASONS` before DCGM 3.3) the NVML bitmask.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections import defaultdict
 
 from monitor.conventions.names import DCGM_PREFIX
 from monitor.telemetry.exposition import exporter_samples
-from monitor.telemetry.model import MIB, Reading, ratio_from_percent
+from monitor.telemetry.model import MIB, THERMAL_REASONS, Reading, ratio_from_percent
 
 BLANK = 0x7FFFFFF0  # DCGM_FT_INT32_BLANK; the int64/fp64 blanks are larger still
 F = DCGM_PREFIX
@@ -22,6 +24,11 @@ F = DCGM_PREFIX
 
 def _ok(value: float | None) -> float | None:
     return None if value is None or value < 0 or value >= BLANK else value
+
+
+def _throttling(v: dict[str, float]) -> bool | None:
+    reasons = _ok(v.get(f"{F}CLOCKS_EVENT_REASONS", v.get(f"{F}CLOCK_THROTTLE_REASONS")))
+    return None if reasons is None else bool(int(reasons) & THERMAL_REASONS)
 
 
 def _gpu(v: dict[str, float], meta: dict[str, str], node: str) -> Reading:
@@ -45,6 +52,8 @@ def _gpu(v: dict[str, float], meta: dict[str, str], node: str) -> Reading:
         memory_total_bytes=int(total * MIB) if total is not None else None,
         memory_kind="fb" if used is not None else None,
         temperature_celsius=_ok(v.get(f"{F}GPU_TEMP")),
+        temperature_slowdown_celsius=_ok(v.get(f"{F}SLOWDOWN_TEMP")) or None,
+        thermal_throttling=_throttling(v),
         power_watts=_ok(v.get(f"{F}POWER_USAGE")),
         health=health, health_label=label, ecc_errors=ecc,
         bus_id=meta.get("pci_bus_id") or None, uuid=meta.get("UUID") or None,

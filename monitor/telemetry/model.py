@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 MIB = 1024 * 1024  # npu-smi "MB" and DCGM "MiB" are both 2**20 bytes (65536 MB HBM = 64 GiB)
+# nvmlClocksEventReasonSwThermalSlowdown | ...HwThermalSlowdown (nvml.h; the same bits under their older
+# ...ThrottleReason... names, and in DCGM's clock event reasons field): clocks lowered for the temperature.
+THERMAL_REASONS = 0x20 | 0x40
 
 # Health scale of DCMI `dcmi_get_device_health` (0 normal, 1 minor, 2 major, 3 critical), which
 # npu-smi prints as OK / Warning / Alarm / Critical.
@@ -58,6 +61,11 @@ class Reading:
     memory_total_bytes: int | None = None
     memory_kind: MemoryKind | None = None
     temperature_celsius: float | None = None
+    # The chip's own slowdown (clock throttle) temperature, where the source reports one: NVML's
+    # SLOWDOWN threshold, DCGM_FI_DEV_SLOWDOWN_TEMP. npu-smi and npu-exporter report none.
+    temperature_slowdown_celsius: float | None = None
+    # The clocks are held down for heat now (NVML/DCGM clock event reasons, SW or HW thermal slowdown).
+    thermal_throttling: bool | None = None
     power_watts: float | None = None
     health: int | None = None
     health_label: str = UNKNOWN

@@ -12,7 +12,7 @@ import contextlib
 from types import ModuleType
 from typing import Any
 
-from monitor.telemetry.model import Process, Reading, ratio_from_percent
+from monitor.telemetry.model import THERMAL_REASONS, Process, Reading, ratio_from_percent
 
 
 class NvmlUnavailable(RuntimeError):
@@ -78,6 +78,21 @@ def _links(nv: ModuleType, handle: Any) -> dict[str, bool]:
     return links
 
 
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1  # nvmlTemperatureThresholds_t
+
+
+def _thermal(nv: ModuleType, handle: Any) -> tuple[float | None, bool | None]:
+    """(the slowdown temperature, throttling for heat now): NVML's own limit for this GPU, and its current
+    clock event reasons (nvmlDeviceGetCurrentClocksEventReasons, ...ThrottleReasons before driver 535)."""
+    limit = _call(nv, "nvmlDeviceGetTemperatureThreshold", handle,
+                  getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", NVML_TEMPERATURE_THRESHOLD_SLOWDOWN))
+    reasons = _call(nv, "nvmlDeviceGetCurrentClocksEventReasons", handle)
+    if reasons is None:
+        reasons = _call(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+    return (float(limit) if isinstance(limit, int) and limit > 0 else None,
+            bool(reasons & THERMAL_REASONS) if isinstance(reasons, int) else None)
+
+
 def read_device(nv: ModuleType, index: int, node: str) -> Reading:
     h = nv.nvmlDeviceGetHandleByIndex(index)
     name = _call(nv, "nvmlDeviceGetName", h)
@@ -93,6 +108,7 @@ def read_device(nv: ModuleType, index: int, node: str) -> Reading:
     remapped = _call(nv, "nvmlDeviceGetRemappedRows", h)
     ecc = {k: int(v) for k, v in (("correctable", corrected), ("uncorrectable", uncorrected)) if v is not None}
     health, label = _health(remapped, ecc.get("uncorrectable"))
+    slowdown, throttling = _thermal(nv, h)
     return Reading(
         node=node,
         device=str(index),
@@ -104,6 +120,8 @@ def read_device(nv: ModuleType, index: int, node: str) -> Reading:
         memory_total_bytes=int(mem.total) if mem is not None else None,
         memory_kind="fb" if mem is not None else None,
         temperature_celsius=float(temp) if temp is not None else None,
+        temperature_slowdown_celsius=slowdown,
+        thermal_throttling=throttling,
         power_watts=power_mw / 1000.0 if power_mw is not None else None,  # NVML reports milliwatts
         health=health,
         health_label=label,

@@ -213,6 +213,28 @@ def test_a_chip_that_warms_while_drawing_more_power_is_load_not_overheating(powe
         assert not v.shifts["temperature"].moved and v.mechanism != ACCELERATOR_OVERHEAT, v.headline
 
 
+@pytest.mark.parametrize(("limit", "want"), [(None, None), (85.0, None), (60.0, ACCELERATOR_OVERHEAT)])
+def test_a_warming_past_the_chips_own_slowdown_temperature_counts_whatever_its_size(limit, want):
+    # +5.5 degC with power flat: under the rise a warming must make, so it counts only where it crosses the
+    # chip's own slowdown temperature (NVML / DCGM report it; without one the alert's 85 degC stands in).
+    extra = {"accel__temperature_max": [56.0] * 80 + [61.5] * (N - 80), "accel__power_mean": [300.0] * N}
+    if limit is not None:
+        extra["accel__temperature_slowdown_min"] = [limit] * N
+    v = analyze(_engine(None, None, **extra), 600, 1190, 60).verdict
+    assert v.shifts["temperature"].moved == (want is not None), v.headline
+    assert (v.mechanism == ACCELERATOR_OVERHEAT) == (want is not None), v.headline
+
+
+def test_a_chip_that_says_it_throttles_for_heat_is_overheating_though_it_barely_warmed():
+    # NVML/DCGM thermal clock event reasons on one chip from 800 s, the decode slower from then: the chip's own
+    # word names the mechanism, and the slowdown is its consequence.
+    extra = {"accel__temperature_max": [70.0] * 80 + [72.0] * (N - 80), "accel__power_mean": [300.0] * N,
+             "accel__thermal_throttling": [0.0] * 80 + [1.0] * (N - 80)}
+    v = analyze(_engine(80, None, **extra), 600, 1190, 60).verdict
+    assert v.mechanism == ACCELERATOR_OVERHEAT and v.cause.signal.key == "throttling", v.headline
+    assert v.cause.changed_at == pytest.approx(800, abs=30)
+
+
 def test_a_power_bump_before_the_rise_does_not_stand_for_the_power_drawn_while_warm():
     # A noisy wall-clock power series bumps +13 % for a while before the load rises: power "moved" there, at the
     # bump's level. What explains the warming is the power drawn while warm (+40 %), not that first level.

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from monitor.analyze.recording import load_recording
 from monitor.config import parse_config
 from monitor.record.store import Recording
-from monitor.sidecar import recording_thinning
+from monitor.sidecar import _reading, recording_thinning
 from monitor.slo.accumulate import SeriesBook
 from monitor.slo.histogram import Hist
 from monitor.slo.windows import Snapshot
+from monitor.telemetry.nvml import read_nvml
+from tests.telemetry.fake_nvml import FakeNvml
 
 
 def test_thinned_older_rows_are_read_as_data_not_as_gaps(tmp_path):
@@ -48,3 +52,23 @@ def test_each_recorded_stage_reads_as_its_mean_seconds_per_request_under_the_rol
     assert [round(v, 6) for v in forward[2:19]] == [0.5] * 17 and [round(v, 6) for v in forward[22:39]] == [2.0] * 17
     assert {round(v, 6) for v in data.series["stage.decode.decode_waiting"].values if v is not None} == {0.1}
     assert "stage.prefill.prefill_bootstrap" not in data.series  # not recorded: no series, not zeros
+
+
+def test_the_chips_own_slowdown_temperature_and_thermal_throttling_are_read_from_the_recorded_readings(tmp_path):
+    # Two NVML GPUs (slowdown at 90 and 87 degC); the second throttles for heat from the 20th tick on.
+    gpus = read_nvml("h", module=FakeNvml(gpus=2))
+    path = tmp_path / "rec.sqlite"
+    rec = Recording(path)
+    start = 1_000_000.0
+    for i in range(40):
+        chips = [dataclasses.replace(gpus[0], temperature_slowdown_celsius=90.0),
+                 dataclasses.replace(gpus[1], temperature_slowdown_celsius=87.0, thermal_throttling=i >= 20)]
+        state = {"load": {}, "accelerators": [_reading(r) for r in chips]}
+        rec.write_tick([("d", Snapshot(start + 5 * i, {}, {"requests_total": 10.0 * i}), state, SeriesBook())],
+                       retain_seconds=86400)
+    rec.close()
+    dep = parse_config({"deployments": [{"name": "d", "tpot_target_seconds": 0.04, "targets": []}]}).deployments[0]
+    data = load_recording(str(path), "d", start, start + 200, deployment_config=dep, progress=lambda _: None)
+    assert {v for v in data.series["accel.temperature_slowdown_min"].values if v is not None} == {87.0}
+    throttling = data.series["accel.thermal_throttling"].values
+    assert set(throttling[1:19]) == {0.0} and set(throttling[21:39]) == {1.0}, throttling

@@ -13,8 +13,10 @@ from monitor.telemetry.dcgm import parse_dcgm
 from monitor.telemetry.model import TelemetryResult
 from monitor.telemetry.npu_exporter import parse_npu_exporter
 from monitor.telemetry.npu_smi_table import parse_npu_smi_info
+from monitor.telemetry.nvml import read_nvml
 from tests.conftest import REAL_FIXTURES as REAL
 from tests.telemetry.conftest import TELEMETRY, npu_smi_text
+from tests.telemetry.fake_nvml import FakeNvml
 
 
 def render(results) -> str:
@@ -78,6 +80,19 @@ def test_missing_values_are_left_out_not_zero(results):
     assert health[("a3-1", "1")] == 2 and ("a3-1", "2") not in health
     info = {(x.labels["node"], x.labels["device"]): x.labels["health"] for x in s["accelerator_health_info"]}
     assert info[("a3-1", "1")] == "unhealthy" and info[("a3-1", "2")] == "unknown"
+
+
+def test_the_slowdown_temperature_and_thermal_throttling_only_where_the_telemetry_reports_them(
+        results, prometheus_build):
+    nvml = read_nvml("h200", module=FakeNvml(gpus=2, reasons=0x40))
+    text = render({**results, "h200-nvml": [TelemetryResult("nvml", "h200", nvml)]})
+    proc = subprocess.run([prometheus_build.tool, "check", "metrics"], input=text, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip(), proc.stdout + proc.stderr
+    s = samples(text)
+    for name, value in (("accelerator_temperature_slowdown_celsius", 90.0), ("accelerator_thermal_throttling", 1.0)):
+        assert {(x.labels["deployment"], x.labels["device"], x.value) for x in s[name]} == {
+            ("h200-nvml", "0", value), ("h200-nvml", "1", value)}, name
 
 
 def test_ecc_links_processes_and_info(results):

@@ -29,10 +29,11 @@ def rule_file(tmp_path):
 def test_rule_shape_and_deployments_without_accelerators_are_skipped():
     (group,) = accelerator_groups(deployments(), Options())
     rules = [r.data() for r in group.rules]
-    assert len(rules) == 12
+    assert len(rules) == 14
     assert {r["alert"] for r in rules} == {"AcceleratorUnhealthy", "AcceleratorHealthWarning",
                                            "AcceleratorMemoryNearlyFull", "AcceleratorTemperatureHigh",
-                                           "AcceleratorTelemetryDown", "AcceleratorTelemetryAbsent"}
+                                           "AcceleratorThermalThrottling", "AcceleratorTelemetryDown",
+                                           "AcceleratorTelemetryAbsent"}
     assert not any("no-accel" in r["expr"] for r in rules)
     for r in rules:
         assert set(r) == {"alert", "expr", "for", "labels", "annotations"} and r["for"] == "2m"
@@ -58,11 +59,14 @@ def test_deployment_names_are_escaped_in_selectors_and_templates():
 def test_promtool_check_rules(rule_file, prometheus_build):
     proc = subprocess.run([prometheus_build.tool, "check", "rules", str(rule_file)], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 12 rules found" in proc.stdout and proc.stderr == "", proc.stdout + proc.stderr
+    assert "SUCCESS: 14 rules found" in proc.stdout and proc.stderr == "", proc.stdout + proc.stderr
 
 
 def test_promtool_unit_tests(rule_file, tmp_path, prometheus_build):
     chip = 'deployment="kimi-a3",node="a3-0",device="0",chip="1",vendor="huawei"'
+    gpu = 'deployment="llama-h200",node="h200",device="0",chip="0",vendor="nvidia"'
+    gpu1 = gpu.replace('device="0"', 'device="1"')
+    gpu_labels = {"deployment": "llama-h200", "node": "h200", "device": "0", "chip": "0", "vendor": "nvidia"}
     series = [
         {"series": f"accelerator_health{{{chip}}}", "values": "0 0 2 2 2 2 2"},
         {"series": f"accelerator_memory_used_bytes{{{chip}}}", "values": "60 66 66 66 66 66 66"},
@@ -70,6 +74,9 @@ def test_promtool_unit_tests(rule_file, tmp_path, prometheus_build):
         {"series": f"accelerator_temperature_celsius{{{chip}}}", "values": "70 70 70 70 70 70 70"},
         {"series": 'accelerator_telemetry_up{deployment="kimi-a3",node="a3-0",source="npu-smi"}',
          "values": "1 1 0 0 0 0 0"},
+        # One GPU throttles for heat from minute 1 on; another only for a minute (no alert: `for` is 2m).
+        {"series": f"accelerator_thermal_throttling{{{gpu}}}", "values": "0 1 1 1 1 1 1"},
+        {"series": f"accelerator_thermal_throttling{{{gpu1}}}", "values": "0 1 0 0 0 0 0"},
     ]
     labels = {"deployment": "kimi-a3", "node": "a3-0", "device": "0", "chip": "1", "vendor": "huawei"}
     up_labels = {"deployment": "kimi-a3", "node": "a3-0", "source": "npu-smi"}
@@ -105,6 +112,10 @@ def test_promtool_unit_tests(rule_file, tmp_path, prometheus_build):
                     "exp_labels": {**labels, "severity": "ticket"},
                     "exp_annotations": ann("AcceleratorMemoryNearlyFull", labels, "103.1%")}]},
                 {"eval_time": "5m", "alertname": "AcceleratorTemperatureHigh", "exp_alerts": []},
+                {"eval_time": "2m", "alertname": "AcceleratorThermalThrottling", "exp_alerts": []},
+                {"eval_time": "5m", "alertname": "AcceleratorThermalThrottling", "exp_alerts": [{
+                    "exp_labels": {**gpu_labels, "severity": "ticket"},
+                    "exp_annotations": ann("AcceleratorThermalThrottling", gpu_labels, deployment="llama-h200")}]},
                 {"eval_time": "5m", "alertname": "AcceleratorTelemetryDown", "exp_alerts": [{
                     "exp_labels": {**up_labels, "severity": "ticket"},
                     "exp_annotations": ann("AcceleratorTelemetryDown", up_labels)}]},

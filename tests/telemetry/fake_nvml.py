@@ -16,11 +16,17 @@ class FakeNvml:
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
     NVML_NVLINK_MAX_LINKS = 4
+    NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
 
     def __init__(self, gpus: int = 1, *, init_fails: bool = False, uncorrected: int = 0,
-                 remapped=(0, 0, 0, 0), nvlinks: int = 0, ecc_supported: bool = True):
+                 remapped=(0, 0, 0, 0), nvlinks: int = 0, ecc_supported: bool = True,
+                 slowdown: int | None = 90, reasons: int | None = 0, event_reasons_api: bool = True):
         self.gpus, self.init_fails, self.uncorrected = gpus, init_fails, uncorrected
         self.remapped, self.nvlinks, self.ecc_supported = remapped, nvlinks, ecc_supported
+        # The thermal answers: a slowdown threshold (None: NOT_SUPPORTED), the clock event reasons bitmask, and
+        # whether the driver has the ...EventReasons call or only the older ...ThrottleReasons one.
+        self.slowdown, self.reasons, self.event_reasons_api = slowdown, reasons, event_reasons_api
         self.shutdowns = 0
 
     def nvmlInit(self):
@@ -56,6 +62,24 @@ class FakeNvml:
 
     def nvmlDeviceGetPowerUsage(self, h):
         return 673793
+
+    def nvmlDeviceGetTemperatureThreshold(self, h, kind):
+        if kind != self.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN or self.slowdown is None:
+            raise NVMLError("Not Supported")
+        return self.slowdown
+
+    def _reasons(self, h):
+        if self.reasons is None:
+            raise NVMLError("Not Supported")
+        return self.reasons
+
+    def __getattr__(self, name):
+        # Only the calls this driver has: an older one lacks nvmlDeviceGetCurrentClocksEventReasons.
+        if name == "nvmlDeviceGetCurrentClocksEventReasons" and self.event_reasons_api:
+            return self._reasons
+        if name == "nvmlDeviceGetCurrentClocksThrottleReasons":
+            return self._reasons
+        raise AttributeError(name)
 
     def nvmlDeviceGetTotalEccErrors(self, h, kind, counter):
         if not self.ecc_supported:

@@ -69,6 +69,22 @@ def test_dcgm_ecc_and_row_remap_failure_drive_health():
     assert (r.health, r.health_label) == (3, "critical")
 
 
+def test_dcgm_default_counters_report_no_thermal_limit_or_throttling():
+    (r,) = parse_dcgm(DCGM)
+    assert r.temperature_slowdown_celsius is None and r.thermal_throttling is None
+
+
+@pytest.mark.parametrize(("field", "reasons", "throttling"), [
+    ("CLOCKS_EVENT_REASONS", 0x40, True), ("CLOCKS_EVENT_REASONS", 0x20, True), ("CLOCKS_EVENT_REASONS", 0x4, False),
+    ("CLOCK_THROTTLE_REASONS", 0x40, True),  # the field's name before DCGM 3.3
+])
+def test_dcgm_slowdown_temperature_and_thermal_clock_reasons_where_the_csv_adds_them(field, reasons, throttling):
+    labels = 'gpu="0",UUID="GPU-x",pci_bus_id="00000000:01:00.0",device="nvidia0",modelName="NVIDIA H100",hostname="h"'
+    (r,) = parse_dcgm(f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} 84\nDCGM_FI_DEV_SLOWDOWN_TEMP{{{labels}}} 90\n"
+                      f"DCGM_FI_DEV_{field}{{{labels}}} {reasons}\n")
+    assert (r.temperature_slowdown_celsius, r.thermal_throttling) == (90, throttling)
+
+
 def test_dcgm_mig_instances_are_chips():
     line = 'DCGM_FI_DEV_FB_USED{{gpu="0",UUID="GPU-m",device="nvidia0",modelName="H100",GPU_I_PROFILE="1g.10gb",GPU_I_ID="{i}",hostname="h"}} 10\n'
     rs = parse_dcgm(line.format(i=1) + line.format(i=2))

@@ -38,6 +38,19 @@ def test_unsupported_fields_are_missing_not_fatal_and_nvlinks_are_read():
     assert rs[0].ecc_errors == {} and rs[0].links == {"nvlink0": True, "nvlink1": False}
 
 
+@pytest.mark.parametrize(("kw", "slowdown", "throttling"), [
+    ({}, 90.0, False),
+    ({"reasons": 0x40}, 90.0, True),  # HW thermal slowdown
+    ({"reasons": 0x20 | 0x1}, 90.0, True),  # SW thermal slowdown (and idle)
+    ({"reasons": 0x4 | 0x80}, 90.0, False),  # power cap and power brake: not heat
+    ({"reasons": 0x40, "event_reasons_api": False}, 90.0, True),  # a driver before ...EventReasons
+    ({"slowdown": None, "reasons": None}, None, None),  # neither supported: not reported, not "no"
+])
+def test_the_gpus_own_slowdown_temperature_and_thermal_throttling_are_read(kw, slowdown, throttling):
+    (r,) = read_nvml("n", module=FakeNvml(**kw))
+    assert (r.temperature_slowdown_celsius, r.thermal_throttling) == (slowdown, throttling)
+
+
 def test_init_failure_is_nvml_unavailable():
     with pytest.raises(NvmlUnavailable, match="Driver Not Loaded"):
         read_nvml("n", module=FakeNvml(init_fails=True))
