@@ -21,7 +21,7 @@ from monitor.analyze.tuning import (
     ANALYSIS_ACCEPT_CHANGE,
     ANALYSIS_ARRIVALS_CHANGE,
     ANALYSIS_CACHE_HIT_DROP,
-    ANALYSIS_HBM_RISE,
+    ANALYSIS_HBM_FREE_CHANGE,
     ANALYSIS_KV_SHARE_CHANGE,
     ANALYSIS_PREFILL_CHANGE,
     ANALYSIS_RATE_CHANGE,
@@ -162,7 +162,7 @@ CAUSES: Final[tuple[Cause, ...]] = (
                  "much as the accept length fell"),),
           "sglang:spec_accept_length (EAGLE / n-gram): tokens accepted per verify step"),
     Cause(KV_CAPACITY, (Evidence("retractions", 0.0), Evidence("kv_per_running", ANALYSIS_KV_SHARE_CHANGE),
-                        Evidence("hbm", ANALYSIS_HBM_RISE, absolute=True)), LEVEL_ONSET, ("token_usage", "queued"),
+                        Evidence("hbm", ANALYSIS_HBM_FREE_CHANGE)), LEVEL_ONSET, ("token_usage", "queued"),
           (Moves(DECODE_SLOWDOWN, "batch", "the pool holds the running requests' KV: a step is as slow as its batch"),
            Moves(PREFILL_SLOWDOWN, "work", "retracted requests are prefilled again, beside the arriving ones")),
           "SGLang preallocates the KV pool (mem_fraction_static): a pool that shrank holds fewer tokens per "

@@ -28,10 +28,11 @@ ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate (a share: a ratio 
 # A chip's temperature rise counts from here, unless the power the chip drew explains it (diagnose: a die's rise
 # above its inlet is proportional to its power, from its own baseline), or past the throttle temperature.
 ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 6.0
-# Accelerator HBM used (fullest chip), a share of the chip's HBM: SGLang preallocates the KV pool
-# (mem_fraction_static), so HBM use is flat with load; more is memory something else took. Still the emulator's
-# scale (it moves 2 % from idle to full): #32 item 3 (a preallocated pool in the emulator) is where it goes.
-ANALYSIS_HBM_RISE: Final = 0.03
+# Accelerator HBM free on the fullest chip, a ratio of the chip's own headroom at the baseline: SGLang preallocates
+# the KV pool (mem_fraction_static), so HBM use is flat with load; memory something else took counts once it has
+# taken half of what was free (a 4-point drift at 60 % used is noise, at 95 % it nearly fills the chip). Before, a
+# fixed 3-point rise: the emulator's scale, whose HBM moved 2 points from idle to full load.
+ANALYSIS_HBM_FREE_CHANGE: Final = 2.0
 # A signal that leaves its noise band the way that hurts by this share of its threshold (a ratio's log, an
 # absolute step's size) without reaching it is a trace: "no incident" is then said with low confidence.
 ANALYSIS_TRACE_SHARE: Final = 0.5

@@ -244,10 +244,17 @@ def test_a_power_bump_before_the_rise_does_not_stand_for_the_power_drawn_while_w
     assert not v.shifts["temperature"].moved and v.mechanism != ACCELERATOR_OVERHEAT, v.headline
 
 
-def test_hbm_taken_by_something_else_is_kv_capacity_lost():
-    hbm = [0.91] * 80 + [0.97] * (N - 80)
+@pytest.mark.parametrize(("before", "after", "lost"), [
+    (0.91, 0.97, True),  # 9 % free -> 3 %: two thirds of the chip's headroom taken
+    (0.95, 0.98, True),  # a 3-point rise on a chip with 5 % free
+    (0.60, 0.64, False),  # a 4-point drift with 40 % free: noise of another process, not the pool
+    (0.60, 0.75, False),  # 40 % free -> 25 %: less than half of the headroom
+])
+def test_hbm_taken_by_something_else_counts_by_the_share_of_the_chips_own_headroom(before, after, lost):
+    hbm = [before] * 80 + [after] * (N - 80)
     v = analyze(_engine(None, None, accel__memory_ratio_max=hbm), 600, 1190, 60).verdict
-    assert v.mechanism == KV_CAPACITY and v.cause.signal.key == "hbm", v.headline
+    assert v.shifts["hbm"].moved == lost, v.headline
+    assert (v.mechanism == KV_CAPACITY and v.cause.signal.key == "hbm") == lost, v.headline
 
 
 def test_pd_prefill_time_is_ttft_less_the_other_stages_not_littles_law_on_a_few_requests():

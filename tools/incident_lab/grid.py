@@ -233,7 +233,7 @@ class Result:
     consequence_as_cause: str | None = None
     arrivals_dismissed: bool = False  # arrivals moved, and the verdict counted no overload among its candidates
     down_seen: bool = False  # a target was down (scrape failed) in the analysed range
-    # Per SIGNATURE_KEYS: (baseline level, highest value while the incident was injected).
+    # Per SIGNATURE_KEYS: (baseline level, the value furthest the way that hurts while the incident was injected).
     signature: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
     @property
@@ -272,11 +272,12 @@ SIGNATURE_KEYS: Final = ("temperature", "token_usage", "hbm", "arrivals")
 
 
 def _peak(rep: Report, key: str) -> float | None:
-    """The signal's highest value while the incident was injected (INCIDENT_AT to INCIDENT_AT + DURATION)."""
+    """The signal's value furthest the way that hurts (highest; lowest for HBM free) while the incident was
+    injected (INCIDENT_AT to INCIDENT_AT + DURATION)."""
     sig = rep.verdict.shifts[key].signal
     lo, hi = EPOCH + INCIDENT_AT, EPOCH + INCIDENT_AT + DURATION
-    vals = [v for t, v in zip(rep.dataset.times, sig.values) if lo <= t <= hi and v is not None]
-    return max(vals, default=None)
+    vals = [v * sig.worse for t, v in zip(rep.dataset.times, sig.values) if lo <= t <= hi and v is not None]
+    return max(vals) * sig.worse if vals else None
 
 
 def result(cell: Cell, load: str, seed: int, rep: Report) -> Result:
@@ -524,7 +525,7 @@ def _mean(xs: Iterable[float | None]) -> float | None:
 def signatures(results: Sequence[Result]) -> list[str]:
     """What the emulator's overheating and HBM-full signatures did at each magnitude (means over every run)."""
     out = ["| scenario | magnitude | hottest chip: baseline → peak in the incident | "
-           "KV token usage: baseline → peak in the incident | HBM used (fullest chip): baseline → peak |",
+           "KV token usage: baseline → peak in the incident | HBM free (fullest chip): baseline → lowest |",
            "|---|---|---|---|---|"]
     by: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for r in results:
@@ -549,7 +550,7 @@ def pinned(results: Sequence[Result]) -> str:
     out = []
     for scenario, key, what, unit, tol in (("npu-overheat", "temperature", "the hottest chip", " °C", 2.0),
                                            ("hbm-full", "token_usage", "KV token usage", "", 0.02),
-                                           ("hbm-full", "hbm", "HBM used", "", 0.01)):
+                                           ("hbm-full", "hbm", "HBM free", "", 0.01)):
         peaks = {mag: _mean(r.signature.get(key, (None, None))[1] for r in results
                             if r.scenario == scenario and r.magnitude == mag) for mag in MAGNITUDES}
         vals = [v for v in peaks.values() if v is not None]
