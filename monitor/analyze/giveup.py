@@ -6,13 +6,16 @@ at, is observed in `e2e_request_latency_seconds`. Neither says why it was aborte
 timeout leaves a shape that random hang-ups, failures and slowdowns do not:
 
 - many aborts (GIVE_UP_MIN, and GIVE_UP_MIN_SHARE of the requests that finished);
-- the incident's E2E observations pile into one bucket beyond what the baseline's distribution puts there, by
-  about as many as were aborted (GIVE_UP_SHARE to 1 / GIVE_UP_SHARE of them: a slowdown moves every request,
+- the incident's E2E observations pile into one bucket (or a few side by side: clients whose timeouts differ)
+  beyond what the baseline's distribution puts there, by about as many as were aborted (GIVE_UP_SHARE to 1 / GIVE_UP_SHARE of them: a slowdown moves every request,
   many more than it aborts). Only requests that would have ended above the bucket can move into it: a timeout
   inside the usual answers' own bucket (most requests aborted at about the age they would have finished at)
   piles up only the baseline's share above it, so that share caps what the pile must hold;
-- and nothing waits longer: the share of E2E observations above that bucket falls to at most TRUNCATED of the
-  baseline's (where the baseline had any there).
+- and what piled there left the tail: the observations above the pile fell from the baseline's share by at least
+  GIVE_UP_SHARE of the pile (where the baseline had any there: what the pile holds came from above it), and above
+  each of its buckets the share is no more than the baseline's (a timeout only ever ends a request earlier; a
+  slowdown makes the tail heavier). Before, the share above had to halve: clients whose timeouts straddle a
+  bucket edge leave part of the pile above it.
 
 (A client that gives up at T is aborted ~2 s later: SGLang notices a gone client when it next writes to it.)
 """
@@ -28,12 +31,17 @@ from monitor.slo.histogram import Hist, delta
 GIVE_UP_MIN: Final = 10.0  # aborted requests in the incident
 GIVE_UP_MIN_SHARE: Final = 0.05  # of the E2E observations (requests finished) in the incident
 GIVE_UP_SHARE: Final = 0.5  # the pile's excess observations against the aborts: from this share to its inverse
-TRUNCATED: Final = 0.5  # share above the pile, incident against baseline
+# A bucket beside the pile's peak is part of the pile while its excess is at least this share of the peak's: the
+# clients of one timeout setting differ a little (retries, per-user settings) and straddle a bucket edge.
+PILE_SIDE: Final = 0.25
+# Above each of the pile's buckets the incident's share may exceed the baseline's by this factor and one point at most
+# (counting noise): a request a timeout ends lands no later than it would have.
+NO_LATER: Final = (1.2, 0.01)
 
 
 @dataclass(frozen=True)
 class GiveUp:
-    """Aborts piled at one age: the E2E bucket (lo, hi] and how many more observations it had than usual."""
+    """Aborts piled at one age: the E2E buckets (lo, hi] and how many more observations they had than usual."""
 
     lo: float
     hi: float
@@ -73,11 +81,20 @@ def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence
         return None
     edges = next(h.edges for h in (hs[i] for i in during) if h is not None)
     excess = [n - total_inc * b / total_base for n, b in zip(inc, base)]
-    k = max(range(len(excess)), key=excess.__getitem__)
-    above_base, above_inc = sum(base[k + 1:]) / total_base, sum(inc[k + 1:]) / total_inc
-    movable = min(aborted, total_inc * above_base)  # aborts that could leave a bucket above k (see above)
-    if not GIVE_UP_SHARE * movable <= excess[k] <= aborted / GIVE_UP_SHARE:
+    peak = max(range(len(excess)), key=excess.__getitem__)
+    lo = hi = peak
+    while lo > 0 and excess[lo - 1] > PILE_SIDE * excess[peak]:
+        lo -= 1
+    while hi + 1 < len(excess) and excess[hi + 1] > PILE_SIDE * excess[peak]:
+        hi += 1
+    pile = sum(excess[lo:hi + 1])
+    above_base, above_inc = sum(base[hi + 1:]) / total_base, sum(inc[hi + 1:]) / total_inc
+    movable = min(aborted, total_inc * sum(base[lo + 1:]) / total_base)  # aborts that could come from above lo
+    if not GIVE_UP_SHARE * movable <= pile <= aborted / GIVE_UP_SHARE:
         return None
-    if above_base > 0 and above_inc > TRUNCATED * above_base:
+    if above_base > 0 and (above_base - above_inc) * total_inc < GIVE_UP_SHARE * pile:
         return None
-    return GiveUp(edges[k - 1] if k else 0.0, edges[k], excess[k], aborted)
+    factor, slack = NO_LATER
+    if any(sum(inc[j + 1:]) / total_inc > factor * sum(base[j + 1:]) / total_base + slack for j in range(lo, hi + 1)):
+        return None
+    return GiveUp(edges[lo - 1] if lo else 0.0, edges[hi], pile, aborted)

@@ -17,6 +17,7 @@ which imports this module (`rank_gauges`).
 from __future__ import annotations
 
 import gzip
+import random
 import time
 import zlib
 from collections.abc import Container, Iterable
@@ -244,20 +245,40 @@ def _npu_model_name(hardware: str) -> str:
     return "910A-Ascend-V1"
 
 
+# A chip's healthy temperature and power, after the real A3 capture (tests/fixtures/npu-smi/910_93_info_vllm-ascend-
+# issue3548-16chips-load_npusmi25.3.rc1.txt): cards draw 165 W idle and 200 W serving at 8 % AI Core, their chips sit
+# at 30-33 degC either way (cooled well, a chip's temperature barely follows its power), and a serving chip holds
+# 78-80 % of its HBM (the KV pool is allocated at start-up and does not move with load).
+IDLE_WATTS = 165.0
+DYNAMIC_WATTS = 220.0  # from idle to every AI Core busy
+COOLANT_CELSIUS = 30.0  # what the chips sit at idle, before the per-chip spread
+CELSIUS_PER_WATT = 0.02  # +4.4 degC from idle to full load: within the capture's spread at light load
+HBM_POOL_SHARE = 0.90  # --mem-fraction-static 0.9: weights and the KV pool, reserved up front
+# Each reading's own noise (deterministic per chip and scrape step, so a rerun reads the same): watts, degC, MB.
+POWER_NOISE_WATTS, TEMPERATURE_NOISE_CELSIUS, HBM_NOISE_MB = 3.0, 0.4, 24.0
+NOISE_STEP_SECONDS = 1.0
+
+
+def _noise(dep: ScrapedDeployment, chip: int, what: str) -> float:
+    """A standard normal draw for this chip, reading and scrape step (not Python's salted str hash)."""
+    key = f"{dep.deployment.name}:{chip}:{what}:{int(dep.now // NOISE_STEP_SECONDS)}"
+    return random.Random(zlib.crc32(key.encode())).gauss(0.0, 1.0)
+
+
 def npu_chip_values(dep: ScrapedDeployment, chip: int) -> dict[str, float]:
     eff = dep.effects("decode" if any(s.spec.role == "decode" for s in dep.servers) else "server")
     load = decode_load(dep)
-    wobble = ((chip * 7919) % 13) / 13.0  # fixed per-chip spread, not random, so scrapes are stable
-    temp = eff.chip_temperature(44.0 + 12.0 * load + 3.0 * wobble)
-    # mem-fraction-static 0.9 reserves most of it up front
-    hbm = eff.hbm_used(HBM_TOTAL_MB * (0.90 + 0.02 * load), HBM_TOTAL_MB)
+    wobble = ((chip * 7919) % 13) / 13.0  # fixed per-chip spread (cooling, silicon): the capture's 30-33 degC
+    power = eff.chip_power(IDLE_WATTS + 10.0 * wobble, DYNAMIC_WATTS * load)
+    temp = eff.chip_temperature(COOLANT_CELSIUS + 3.0 * wobble + CELSIUS_PER_WATT * (power - IDLE_WATTS))
+    hbm = eff.hbm_used(HBM_TOTAL_MB * HBM_POOL_SHARE, HBM_TOTAL_MB)
     return {
         "npu_chip_info_health_status": 1.0,
-        "npu_chip_info_temperature": round(temp),
-        "npu_chip_info_power": round(eff.chip_power(180.0 + 10.0 * wobble, 220.0 * load), 1),
+        "npu_chip_info_temperature": round(temp + TEMPERATURE_NOISE_CELSIUS * _noise(dep, chip, "t")),
+        "npu_chip_info_power": round(power + POWER_NOISE_WATTS * _noise(dep, chip, "p"), 1),
         "npu_chip_info_utilization": round(min(100.0, 15.0 + 80.0 * load)),
         "npu_chip_info_hbm_total_memory": HBM_TOTAL_MB,
-        "npu_chip_info_hbm_used_memory": round(hbm),
+        "npu_chip_info_hbm_used_memory": round(min(hbm + HBM_NOISE_MB * _noise(dep, chip, "m"), HBM_TOTAL_MB)),
     }
 
 

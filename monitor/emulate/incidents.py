@@ -6,8 +6,9 @@ until cleared, `~2m` ramps in linearly over 2 minutes instead of stepping). Time
 the emulator started.
 
 Overheating is thermal whatever the ramp: the chip heats towards HEAT_PER_SLOWDOWN degrees per unit of
-slowdown above its normal temperature with a THERMAL_TAU time constant, throttles (decode slows) in
-proportion to how hot it has got, and cools the same way after the incident ends. A full HBM leaves
+slowdown above its normal temperature with a THERMAL_TAU time constant, throttles (decode slows) once it is
+THROTTLE_MARGIN_CELSIUS past where its cooling holds it, in proportion to how far, and cools the same way after
+the incident ends. A full HBM leaves
 `factor` of the KV pool: token usage is measured against what is left, HBM use rises by what was lost.
 
 `effects()` sums up the incidents active on one role at one time; `Effects` says what that does to the
@@ -48,6 +49,10 @@ DEFAULT_FACTOR: dict[str, float] = {
 # the time constant the chip heats and cools with (a first-order thermal response, not a step).
 HEAT_PER_SLOWDOWN = 40.0
 THERMAL_TAU = 40.0
+# A chip throttles only past its throttle point: this far above where its cooling holds it at its load (a healthy
+# chip never gets there). Past it the clocks drop in proportion, to the full `factor` at the incident's full heat,
+# so the warming leads the slowdown (a weak x1.2, +8 degC, throttles once it has warmed by 2).
+THROTTLE_MARGIN_CELSIUS = 2.0
 # Share of a chip's HBM that the KV pool takes (mem-fraction-static less weights and activations): HBM use
 # rises by this much of the total for all of the KV pool lost.
 KV_POOL_HBM_SHARE = 0.6
@@ -245,8 +250,10 @@ def effects(incidents: list[Incident], role: str, now: float) -> Effects:
         if inc.kind == "tpot_regression":
             tpot *= _toward(inc.factor, k)
         elif inc.kind == "npu_overheat":
-            throttle *= _toward(inc.factor, k)
-            heat += HEAT_PER_SLOWDOWN * max(inc.factor - 1.0, 0.0) * k
+            full = HEAT_PER_SLOWDOWN * max(inc.factor - 1.0, 0.0)
+            throttle *= _toward(inc.factor, max(0.0, full * k - THROTTLE_MARGIN_CELSIUS) /
+                                (full - THROTTLE_MARGIN_CELSIUS)) if full > THROTTLE_MARGIN_CELSIUS else 1.0
+            heat += full * k
             flags["overheat"] = flags["overheat"] or inc.active(now)
         elif inc.kind == "ttft_spike":
             ttft *= _toward(inc.factor, k)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import random
+import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +41,15 @@ if TYPE_CHECKING:
 REQUEST_PROCESS_SECONDS = 0.002  # tokenize and dispatch to the scheduler
 BOOTSTRAP_TIMEOUT = 300.0  # SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT
 DISCONNECT_ABORT_SECONDS = 2.0  # create_abort_task: a gone client's request is aborted 2 s later
+# Clients do not share one timeout (SDK defaults, per-user settings, retries that restart the clock): each waits the
+# incident's `factor` times a log-normal draw of this spread, fixed by its request id so a rerun draws the same.
+CLIENT_PATIENCE_SPREAD = 0.15
+
+
+def client_patience(timeout: float, rid: str) -> float:
+    """How long this request's client waits for its whole answer under a `client_timeout` of `timeout`: queued,
+    in prefill or decoding, it hangs up then (SGLang aborts it DISCONNECT_ABORT_SECONDS later)."""
+    return timeout * math.exp(CLIENT_PATIENCE_SPREAD * random.Random(zlib.crc32(rid.encode())).gauss(0.0, 1.0))
 
 
 class SubmitError(ValueError):
@@ -113,7 +124,7 @@ class Ingress:
         dep.observer.http_request(answer)
         patience = dep.effects(answer.spec.role).client_timeout
         if patience is not None:  # a client (or the gateway in front) that gives up: `client_timeout`
-            dep.schedule(dep.now + patience, self.client_gone, req)
+            dep.schedule(dep.now + client_patience(patience, rid), self.client_gone, req)
         if unified:
             req.t_wait = dep.now + REQUEST_PROCESS_SECONDS
             dep.schedule(req.t_wait, dep.scheduler.enqueue, req)

@@ -51,6 +51,15 @@ def test_a_timeout_inside_the_usual_answers_bucket_is_a_timeout_with_the_pile_it
     assert found is not None and (found.lo, found.hi) == (4.0, 6.0)
 
 
+def test_a_pile_that_straddles_a_bucket_edge_is_a_timeout_too():
+    # Clients whose timeouts differ a little (3.5-4.5 s): 50 of each step's 100 requests are cut, 20 landing in
+    # 2-4 s and 30 in 4-6 s, where 20 of the bucket's own were among those cut. No one bucket holds the pile.
+    straddle = (0.0, 30.0, 70.0, 0.0, 0.0, 0.0, 0.0)
+    hs = _e2e([NORMAL] * 80 + [straddle] * (N - 80))
+    found = give_up(hs, range(1, 70), range(80, N), aborted=50.0 * (N - 80))
+    assert found is not None and (found.lo, found.hi) == (2.0, 6.0)
+
+
 @pytest.mark.parametrize(("later", "aborted", "why"), [
     (SLOWER, 40.0, "a slowdown moves every request, far more than it aborts"),
     (TIMEOUT, 5.0, "a few aborts are clients hanging up on their own"),

@@ -86,9 +86,10 @@ def test_npu_overheat_is_named_and_the_breach_window_found(overheat_run):
     assert main is not None and main.end is not None
     start, end = main.start - EPOCH, main.end - EPOCH
     assert (start, end) == brute_force_breach(overheat_run.recording, "tpot", 0.08)
-    # Slow decode starts with the incident; a request decodes in ~6 s, so the first slow ones finish in the
-    # next scrape interval; the window re-enters once the last slow request (started before 600) left it.
-    assert INCIDENT_AT < start <= INCIDENT_AT + 2 * INTERVAL, start
+    # The chip throttles once it has warmed past its throttle point (2 degC: about 2 s at this magnitude), and
+    # deeper as it heats with THERMAL_TAU: the TPOT target is crossed within half of it, and the first slow
+    # requests (~6 s each) finish in the next scrape interval.
+    assert INCIDENT_AT < start <= INCIDENT_AT + THERMAL_TAU / 2 + 2 * INTERVAL, start
     # The chip cools (and stops throttling) with its thermal time constant after the incident ends.
     assert INCIDENT_AT + 200 + WINDOW <= end <= INCIDENT_AT + 200 + WINDOW + 3 * THERMAL_TAU, end
     top = tpot.ranking[0]

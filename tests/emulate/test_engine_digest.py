@@ -9,7 +9,8 @@ page, the control state and the request log. The digests were recorded on the en
 recorded again when issue #23 made overheating thermal (a chip heats and cools with the magnitude) and a
 full HBM shrink the KV pool by the share lost: an intended change of behaviour, not a refactor; and again when
 issue #32 item 3 made an overheating chip's throttle slow its prefill too (a throttle lowers the clocks every
-kernel runs at).
+kernel runs at); and again when it made the chips' healthy temperature, power and HBM like the real A3 capture (with
+each reading's noise), the throttle start past a margin, and clients' timeouts differ.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ CHECKPOINTS = (2.0, 60.0, 130.0, 150.0, 205.0, 215.0, 290.0, 341.0, 348.5, 360.0
 
 # sha256 of (the /metrics pages at every checkpoint, NPU pages, state) and of the request log.
 DIGESTS = {
-    "mixed": ("af2985f205a668f75311765d48bee3c7e96704f10f9eb47ec81791459a4f7c75",
-              "b8eecc00ed0a9d6a554f8f35f9926cdf4e3b16acfef4ccada89ba925bed3c5b2"),
-    "pd": ("ef50d8e912d0255afa3dc3e74e6ea5d2efe8bc676085e5a5f43d6603e6c268b1",
-           "62c2a3e147029ddac6f97b24fefff909f5ac1a3ade2848508b9e83870bf7c4ee"),
+    "mixed": ("f0c879925f4cac8b0d5cd50545af85468b551fd991dddb7156ee83e8601bd733",
+              "5e23f024a36effbb6dbe939ea79b3605003b574f77f9ef1b2c5a4276cb4dd89c"),
+    "pd": ("91935a1c102b37f75fdab0ad9c8ad593047eb42fdab7dd2f27fd0d8f298fb18b",
+           "7a6266a73223ac7c2cc328d84d7699bea3a4e5378f529e658f4bd33e98d4c873"),
 }
 
 
