@@ -330,13 +330,15 @@ def _e2e_buckets(srv) -> list[float]:
 
 
 def test_clients_timeouts_spread_around_the_incidents_and_are_the_same_on_a_rerun():
-    waits = sorted(client_patience(10.0, f"d-{i:08x}") for i in range(2000))
-    assert waits == sorted(client_patience(10.0, f"d-{i:08x}") for i in range(2000))
+    waits = sorted(client_patience(10.0, f"d-{i:08x}", 0.15) for i in range(2000))
+    assert waits == sorted(client_patience(10.0, f"d-{i:08x}", 0.15) for i in range(2000))
     assert 9.8 < waits[1000] < 10.2  # the median client waits the timeout
     assert 8.3 < waits[320] < 8.9 and 11.2 < waits[1680] < 11.9  # one spread (15 %) either side of it
+    # The lab's clients share one timeout (see CLIENT_PATIENCE_SPREAD for why).
+    assert {client_patience(10.0, f"d-{i:08x}") for i in range(100)} == {10.0}
 
 
-def test_client_timeout_aborts_what_is_still_unanswered_at_about_one_age(config):
+def test_client_timeout_aborts_what_is_still_unanswered_at_one_age(config):
     dep = EmulatedDeployment(config.deployment("mixed"), seed=5)
     dep.advance(300)
     srv = next(s for s in dep.servers if s.spec.role == "server")
@@ -346,14 +348,12 @@ def test_client_timeout_aborts_what_is_still_unanswered_at_about_one_age(config)
     dep.advance(240)
     gave_up = srv.store.counter_value("sglang:num_aborted_requests") - aborted
     during = [b - a for a, b in zip(before, _e2e_buckets(srv))]
-    # Every request unanswered at its client's timeout (about 2 s, each client its own) is abandoned, and SGLang
-    # aborts it 2 s later: they finish at 3.5-4.7 s of age, either side of the E2E bucket edge at 4 s (SGLang counts
-    # an aborted request's E2E latency).
+    # Every request unanswered 2 s after it was sent is abandoned, and SGLang aborts it 2 s later: they
+    # finish at 4 s of age, all in the E2E bucket (2, 4] s (SGLang counts an aborted request's E2E latency).
     edges = list(dep.buckets["e2e"])
     at = edges.index(4.0)
-    assert gave_up > 50 and during[at] + during[at + 1] >= gave_up * 0.9, (gave_up, during)
-    assert min(during[at], during[at + 1]) > 0.25 * gave_up, during
-    assert sum(during[at + 2:]) < 0.1 * gave_up  # nothing older: nobody waits far past the timeout
+    assert gave_up > 50 and during[at] >= gave_up * 0.9, (gave_up, during)
+    assert sum(during[at + 1:]) < 0.1 * gave_up  # nothing older: nobody waits past the timeout
     aborted = srv.store.counter_value("sglang:num_aborted_requests")
     dep.advance(300)  # the incident ended: only the few clients that hang up on their own
     assert srv.store.counter_value("sglang:num_aborted_requests") - aborted < 0.1 * gave_up
