@@ -26,7 +26,10 @@ ANALYSIS_POWER_RISE: Final = 1.1  # accelerator power: a rise this large before 
 # Absolute steps above the signal's own baseline level.
 ANALYSIS_CACHE_HIT_DROP: Final = 0.1  # prefix-cache hit rate (a share: a ratio of a small share is noise)
 # A chip's temperature rise counts from here, unless the power the chip drew explains it (diagnose: a die's rise
-# above its inlet is proportional to its power, from its own baseline), or past the throttle temperature.
+# above its inlet is proportional to its power, from its own baseline); a rise of 5 past the chip's own slowdown
+# temperature counts whatever it is (NVML's SLOWDOWN threshold, DCGM_FI_DEV_SLOWDOWN_TEMP; where the telemetry reports
+# none, as npu-smi and npu-exporter never do, the alert's 85 degC stands in), and chips throttling for heat (NVML /
+# DCGM clock event reasons) are overheating's own event.
 ANALYSIS_TEMPERATURE_RISE_CELSIUS: Final = 6.0
 # Accelerator HBM free on the fullest chip, a ratio of the chip's own headroom at the baseline: SGLang preallocates
 # the KV pool (mem_fraction_static), so HBM use is flat with load; memory something else took counts once it has
