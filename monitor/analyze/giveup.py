@@ -7,8 +7,8 @@ timeout leaves a shape that random hang-ups, failures and slowdowns do not:
 
 - many aborts (GIVE_UP_MIN, and GIVE_UP_MIN_SHARE of the requests that finished);
 - the incident's E2E observations pile into one bucket (or a few side by side: clients whose timeouts differ)
-  beyond what the baseline's distribution puts there, by about as many as were aborted (GIVE_UP_SHARE to 1 / GIVE_UP_SHARE of them: a slowdown moves every request,
-  many more than it aborts). Only requests that would have ended above the bucket can move into it: a timeout
+  beyond what the baseline's distribution puts there, by about as many as were aborted (GIVE_UP_SHARE to
+  1 / GIVE_UP_SHARE of them: a slowdown moves every request, many more than it aborts). Only requests that would have ended above the bucket can move into it: a timeout
   inside the usual answers' own bucket (most requests aborted at about the age they would have finished at)
   piles up only the baseline's share above it, so that share caps what the pile must hold;
 - and what piled there left the tail: the observations above the pile fell from the baseline's share by at least
@@ -88,13 +88,15 @@ def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence
     while hi + 1 < len(excess) and excess[hi + 1] > PILE_SIDE * excess[peak]:
         hi += 1
     pile = sum(excess[lo:hi + 1])
-    above_base, above_inc = sum(base[hi + 1:]) / total_base, sum(inc[hi + 1:]) / total_inc
-    movable = min(aborted, total_inc * sum(base[lo + 1:]) / total_base)  # aborts that could come from above lo
+    # The share of each one's observations above bucket j, for every j.
+    above_base = [sum(base[j + 1:]) / total_base for j in range(len(base))]
+    above_inc = [sum(inc[j + 1:]) / total_inc for j in range(len(inc))]
+    movable = min(aborted, total_inc * above_base[lo])  # aborts that could come from above lo
     if not GIVE_UP_SHARE * movable <= pile <= aborted / GIVE_UP_SHARE:
         return None
-    if above_base > 0 and (above_base - above_inc) * total_inc < GIVE_UP_SHARE * pile:
+    if above_base[hi] > 0 and (above_base[hi] - above_inc[hi]) * total_inc < GIVE_UP_SHARE * pile:
         return None
     factor, slack = NO_LATER
-    if any(sum(inc[j + 1:]) / total_inc > factor * sum(base[j + 1:]) / total_base + slack for j in range(lo, hi + 1)):
+    if any(above_inc[j] > factor * above_base[j] + slack for j in range(lo, hi + 1)):
         return None
     return GiveUp(edges[lo - 1] if lo else 0.0, edges[hi], pile, aborted)
