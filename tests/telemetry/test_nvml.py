@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +62,17 @@ def test_missing_package_is_nvml_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
     with pytest.raises(NvmlUnavailable, match="nvidia-ml-py is not installed"):
         nvml.load_pynvml()
+
+
+def test_a_real_h100s_thresholds_and_power_capped_load_read_as_its_limit_and_no_thermal_throttling():
+    """The lent H100's own answers (tests/fixtures/telemetry/nvml_h100_thermal_probe.log): a slowdown threshold of
+    89 degC, and under a full matmul load (61 degC, 697 W) clock event reasons 0x4, the software power cap. The
+    sidecar reports the 89 and no thermal throttling: a power-capped GPU is not overheating."""
+    log = (Path(__file__).resolve().parents[1] / "fixtures" / "telemetry" / "nvml_h100_thermal_probe.log").read_text()
+    assert "NVIDIA H100" in log
+    slowdown = int(re.search(r"^threshold SLOWDOWN (\d+)$", log, re.M).group(1))
+    loaded = log[log.index("== under load"):]
+    reasons = int(re.search(r"^nvmlDeviceGetCurrentClocksEventReasons (0x[0-9a-f]+)$", loaded, re.M).group(1), 16)
+    assert (slowdown, reasons) == (89, 0x4)
+    (r,) = read_nvml("n", module=FakeNvml(slowdown=slowdown, reasons=reasons))
+    assert (r.temperature_slowdown_celsius, r.thermal_throttling) == (89.0, False)
