@@ -190,7 +190,7 @@ CAUSES: Final[tuple[Cause, ...]] = (
           "TTFT less the queue wait (mixed), less the other PD stages (PD), or the prefill_forward stage"),
     # ITL is each request's decode speed measured per token; throughput over the running gauge is two noisy samples
     # of a swinging batch (a busy server's ratio swings 1.3x on its own): read only without ITL ("fallback").
-    Cause(DECODE_SLOWDOWN, (Evidence("itl_mean", ANALYSIS_RATE_CHANGE),
+    Cause(DECODE_SLOWDOWN, (Evidence("itl_mean", ANALYSIS_RATE_CHANGE, gate="paced"),
                             Evidence("decode_speed", ANALYSIS_RATE_CHANGE, gate="fallback")), LEVEL_ONSET,
           ("running", "token_usage", "queued"), (),
           "ITL from SGLang's inter-token histogram; throughput over running requests where ITL is not read"),
@@ -201,6 +201,9 @@ BY_MECHANISM: Final = {c.mechanism: c for c in CAUSES}
 # transfer, a chip not OK, a gateway error). A stretch that holds one is not the deployment's healthy state.
 FAULTS: Final = frozenset({SERVER_DOWN, RESTART, KV_TRANSFER_FAILURE, ACCELERATOR_UNHEALTHY, GATEWAY_ERRORS})
 FAULT_SIGNALS: Final = frozenset(e.key for c in CAUSES if c.mechanism in FAULTS for e in c.own)
+# The signals that count aborted requests (SGLang's abort counter, and the aborts read as abandoned): a cause whose
+# row has none of them explains no abort.
+ABORT_SIGNALS: Final = frozenset({"aborted", "gave_up"})
 
 
 def thresholds() -> dict[str, tuple[float, bool]]:

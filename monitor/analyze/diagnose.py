@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from monitor.analyze.causes import (
+    ABORT_SIGNALS,
     ACCELERATOR_OVERHEAT,
     ACCELERATOR_UNHEALTHY,
     BY_MECHANISM,
@@ -209,6 +210,18 @@ def _off(v: float, med: float, band: float, threshold: float, absolute: bool) ->
     return 1 if r >= threshold else (-1 if r <= 1 / threshold else 0)
 
 
+def dispersion(sig: Signal, base_idx: Sequence[int], dt: float) -> float:
+    """How much burstier than Poisson a rate's baseline is (the variance of its per-step counts over their mean, 1
+    at least): real clients come in bursts (sessions, retries, batch jobs), and a deployment's own baseline says by
+    how much, where a Poisson floor alone would read its ordinary bursts as surges."""
+    raw = [v for v in (sig.values[i] for i in base_idx) if v is not None]
+    if len(raw) < 3:
+        return 1.0
+    m = sum(raw) / len(raw)
+    var = sum((x - m) ** 2 for x in raw) / (len(raw) - 1)
+    return max(1.0, var * dt / m) if m > 0 else 1.0
+
+
 def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], focus: range, half: int,
                 threshold: float, absolute: bool = False) -> Shift:
     """A level signal's change over `focus` against the baseline, in the direction that hurts."""
@@ -223,10 +236,11 @@ def level_shift(sig: Signal, times: Sequence[float], base_idx: Sequence[int], fo
     if sig.poisson and len(times) > 1:
         # Arrivals are Poisson: their mean over the smoothing's 2 x half + 1 steps swings by sqrt(rate / seconds)
         # on its own. A baseline of a few points can show less, and a burst at a low rate (0.4 req/s: +-22 % over
-        # 50 s) then reads as a surge. A baseline that saw none bounds the rate by the rule of three over its span.
+        # 50 s) then reads as a surge. A baseline that saw none bounds the rate by the rule of three over its span;
+        # one burstier than Poisson widens it by its own dispersion.
         dt = times[1] - times[0]
         rate = max(med, RULE_OF_THREE / (len(base_idx) * dt))
-        band = max(band, CHANGE_Z * math.sqrt(rate / ((2 * half + 1) * dt)))
+        band = max(band, CHANGE_Z * math.sqrt(dispersion(sig, base_idx, dt) * rate / ((2 * half + 1) * dt)))
     run, start, changed = 0, None, None
     for i in focus:
         v = sm[i]
@@ -424,7 +438,24 @@ def _fallback(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
     return not any(e.key != s.signal.key and e.key in c.sh and c.sh[e.key].baseline is not None for e in own)
 
 
-GATES: Final = {"served": lambda c, s, own: _served(c, s), "fallback": _fallback}
+def _paced(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
+    """A slower decode step counts as the engine's own only where the batch did not lead it: running requests that
+    rose first, by more than the slowdown itself grows them (Little's law) and by as much as makes the step this
+    much slower on this deployment (`_swing_batch`), are the load's own swing (a busy server's Poisson bursts),
+    and the slower step is theirs. A slowdown of the engine leads the batch it grows. Only by the speed per batch
+    size measured on this deployment's baseline: the physical bound that stands in without one explains, it does
+    not dismiss."""
+    run = c.sh.get("running")
+    led = run is not None and run.moved and run.changed_at is not None and s.changed_at is not None \
+        and run.changed_at < s.changed_at
+    return not (led and _swing_batch(c, s, fitted=True))
+
+
+def _fallback_paced(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
+    return _fallback(c, s, own) and _paced(c, s, own)
+
+
+GATES: Final = {"served": lambda c, s, own: _served(c, s), "fallback": _fallback_paced, "paced": _paced}
 
 
 def _after(c: Context, lead: Candidate, other: Candidate) -> bool:
@@ -452,12 +483,13 @@ def _level(c: Context, key: str) -> tuple[float, float] | None:
     return s.baseline, s.incident
 
 
-def batch_slowdown(c: Context, key: str) -> float | None:
+def batch_slowdown(c: Context, key: str, fitted: bool = False) -> float | None:
     """How much slower each decode step is at the range's running requests than at the baseline's, by this
     deployment's own speed per batch size: the baseline's smoothed (running, step time) points fitted by least
     squares, the slope's upper 95 % bound taken (generous to load), never below 0 nor above proportional (a step
     is the weights read once plus each request's KV: at most as much slower as the batch is bigger). Step time is
-    ITL, or the inverse of per-request decode speed. None without a running-requests level."""
+    ITL, or the inverse of per-request decode speed. None without a running-requests level, and with `fitted`
+    where nothing could be fitted (a bound to explain a move by, never one to dismiss it with)."""
     run = _level(c, "running")
     sig = c.signals.get(key)
     if run is None or sig is None or run[0] <= 0:
@@ -468,19 +500,29 @@ def batch_slowdown(c: Context, key: str) -> float | None:
            if rs[i] is not None and ys[i] is not None and (ys[i] > 0 or not inv)]  # type: ignore[operator]
     grow = max(run[1] / run[0], 1.0)
     if len(pts) < 6:
-        return grow
+        return None if fitted else grow
     xs, zs = [p[0] for p in pts], [p[1] for p in pts]
     mx, mz = sum(xs) / len(xs), sum(zs) / len(zs)
     sxx = sum((x - mx) ** 2 for x in xs)
     if mz <= 0:
-        return grow
+        return None if fitted else grow
     if sxx <= 1e-12:
-        return grow  # the batch never varied: nothing to fit, the physical bound stands
+        return None if fitted else grow  # the batch never varied: nothing to fit, the physical bound stands
     b = sum((x - mx) * (z - mz) for x, z in zip(xs, zs)) / sxx
     resid = sum((z - mz - b * (x - mx)) ** 2 for x, z in zip(xs, zs)) / max(len(xs) - 2, 1)
-    upper = b + 2 * math.sqrt(resid / sxx)
+    upper = b + t975(len(xs) - 2) * math.sqrt(resid / sxx)
     per_request = min(max(upper, 0.0), mz / mx if mx > 0 else 0.0)  # proportional at most
     return max(1.0, (mz + per_request * (run[1] - mx)) / mz)
+
+
+def t975(dof: int) -> float:
+    """Student's t at 97.5 % for `dof` degrees of freedom (Cornish-Fisher from the normal's 1.96, within 2 % of the
+    table from 4 on; 1 to 3 from the table): a slope fitted on a short baseline's few points is that much less sure
+    than the normal's 1.96 says."""
+    if dof < 4:
+        return (12.71, 12.71, 4.30, 3.18)[max(dof, 0)]
+    z = 1.959964
+    return z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
 
 
 def _batch(c: Context, lead: Candidate, other: Candidate) -> bool:
@@ -488,8 +530,8 @@ def _batch(c: Context, lead: Candidate, other: Candidate) -> bool:
     return _after(c, lead, other) and _batch_size(c, other.shift, _slack(other.shift))
 
 
-def _batch_size(c: Context, s: Shift, slack: float = 1.0) -> bool:
-    grown = batch_slowdown(c, s.signal.key)
+def _batch_size(c: Context, s: Shift, slack: float = 1.0, fitted: bool = False) -> bool:
+    grown = batch_slowdown(c, s.signal.key, fitted)
     return grown is not None and _slowdown(s) <= grown * slack
 
 
@@ -561,13 +603,13 @@ def _cold(c: Context, lead: Candidate, other: Candidate) -> bool:
     return _slowdown(other.shift) <= _slack(other.shift) / max(1.0 - min(h, 0.99), 0.01)
 
 
-def _swing_batch(c: Context, s: Shift) -> bool:
+def _swing_batch(c: Context, s: Shift, fitted: bool = False) -> bool:
     """The batch's size test for a faint move no candidate leads, and only where the batch grew more than the move
     itself grows it: with demand flat, a step slower by s holds each request s times longer, so by Little's law
     the batch grows about s times on its own; a batch that grew no more than that is the slowdown's consequence,
     not the load's swing."""
     run = _level(c, "running")
-    return run is not None and run[0] > 0 and run[1] / run[0] > _slowdown(s) and _batch_size(c, s)
+    return run is not None and run[0] > 0 and run[1] / run[0] > _slowdown(s) and _batch_size(c, s, fitted=fitted)
 
 
 # The tests of size alone, for a faint move that no candidate leads (`_load_explains`).
@@ -672,14 +714,21 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], signals: dict[str, Signal]
         queue = sh.get("queued")
         moved = [s for s in sh.values() if s.moved and s.signal.side == CONSEQUENCE]
         level = not _level_moved(signals, ds.times, base_idx, focus, half)
+        # A trace is under the threshold that names a cause: it names none, so it no longer keeps a breach made
+        # of waiting alone (or of nothing) from reading as the load's own spread; the first line still lists it.
         held = steady(bad_shares(tracks, breached, base_idx, focus), queue.baseline if queue else None,
-                      bursts=not [t for t in faint if not _arrival_burst(t)] and not dropped and _waiting_only(moved),
-                      quiet=not faint and not moved and not dropped and level, level_held=level)
+                      bursts=not dropped and _waiting_only(moved), quiet=not moved and not dropped and level,
+                      level_held=level)
         if held is not None:
             # Low: a weak incident (a slowdown of 1.3x on a busy server) can hide in the same noise.
             conf = "low"
-            burst = (f" ({_join([t.describe() for t in faint])}: under the threshold that names an overload, the "
-                     "bursts themselves)" if held.kind == "bursts" and faint else "")
+            bursts = [t for t in faint if _arrival_burst(t)]
+            others = [t for t in faint if not _arrival_burst(t)]
+            burst = (f" ({_join([t.describe() for t in bursts])}: under the threshold that names an overload, the "
+                     "bursts themselves)" if held.kind == "bursts" and bursts else "")
+            if others:
+                burst += (f"; {_join([t.describe() for t in others])}: under the threshold to name a cause, but past "
+                          "the baseline's noise (a weak incident may hide here)")
             head = (f"{_cap(TITLES[STEADY_BREACH])} ({conf} confidence): {breach}, but nothing in demand or capacity "
                     f"changed ({_demand_clause(sh, False)}; capacity within its baseline); {held.describe()}{burst}. "
                     "A capacity-planning finding (add capacity or revisit the target), not an incident.")
@@ -715,8 +764,11 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], signals: dict[str, Signal]
     own = {e.key for e in BY_MECHANISM[mech].own} | set(BY_MECHANISM[mech].explains) | {
         e.key for mv in BY_MECHANISM[mech].moves for e in BY_MECHANISM[mv.mechanism].own}
     faint_other = [t for t in traces(signals, ds.times, base_idx, focus, half, sh) if t.signal.key not in own]
+    # Many aborts that piled at no one age (`dropped`): clients left for a reason the histogram could not read, and a
+    # timeout of theirs may be a second incident; not "high" unless the cause itself explains aborts.
+    unread = [s for s in dropped if s.events >= GIVE_UP_MIN and not ABORT_SIGNALS & own]
     conf = "high" if strong and not early and baseline_ok and independent and not _ambiguous(free, explained, tie) \
-        and not faint_other else ("low" if early and not strong else "medium")
+        and not faint_other and not unread else ("low" if early and not strong else "medium")
     on_demand = cause.signal.side == DEMAND
     demand = _demand_clause(sh, on_demand)
     if on_demand:

@@ -17,15 +17,25 @@ timeout leaves a shape that random hang-ups, failures and slowdowns do not:
   slowdown makes the tail heavier). Before, the share above had to halve: clients whose timeouts straddle a
   bucket edge leave part of the pile above it.
 
+Where the timeout's abort age falls inside the bucket most requests end in anyway, nothing piles: the aborted
+requests stay in their bucket, only earlier in it. The histogram's `_sum` still sees it (`inside`): the mean E2E fell
+by more than its standard error allows (CHANGE_Z of them, the spread read from the baseline's buckets), by no more
+than the aborts can make (each ends earlier by at most its bucket's width), while no bucket's share grew past its
+noise, none went to a lower bucket as random hang-ups would, and none ended later. Anything that slows a request
+raises the mean instead; the age read is the bucket where the baseline's share of requests older than it is the
+share aborted (the requests a timeout cuts are those that would have run longer).
+
 (A client that gives up at T is aborted ~2 s later: SGLang notices a gone client when it next writes to it.)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from monitor.analyze.correlate import CHANGE_Z
 from monitor.slo.histogram import Hist, delta
 
 GIVE_UP_MIN: Final = 10.0  # aborted requests in the incident
@@ -49,10 +59,11 @@ class GiveUp:
     aborted: float
 
 
-def _buckets(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> list[float] | None:
-    """Per-bucket (not cumulative) E2E observations of the steps `idx`, summed; None where the layout varies."""
+def _steps(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> tuple[list[float], float] | None:
+    """Per-bucket (not cumulative) E2E observations of the steps `idx`, summed, and the sum of their ages (the
+    histogram's `_sum`); None where the layout varies."""
     out: list[float] | None = None
-    edges = None
+    edges, total = None, 0.0
     for i in idx:
         if not 0 < i < len(hs):
             continue
@@ -60,10 +71,30 @@ def _buckets(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> list[floa
         if new is None or old is None or new.edges != old.edges or (edges is not None and new.edges != edges):
             continue
         edges = new.edges
-        cum = delta(new, old).cumulative
+        d = delta(new, old)
+        cum = d.cumulative
         per = [cum[0], *(max(b - a, 0.0) for a, b in zip(cum, cum[1:]))]
         out = per if out is None else [a + b for a, b in zip(out, per)]
-    return out
+        total += d.sum
+    return None if out is None else (out, total)
+
+
+def _buckets(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> list[float] | None:
+    """Per-bucket (not cumulative) E2E observations of the steps `idx`, summed; None where the layout varies."""
+    got = _steps(hs, idx)
+    return None if got is None else got[0]
+
+
+def _spread(per: Sequence[float], edges: Sequence[float]) -> float:
+    """The standard deviation of the ages, each bucket's observations spread evenly over it (its middle, plus a
+    uniform spread's width^2 / 12 within it; the +Inf bucket's at its lower edge: a bound that understates, never
+    invents, a spread)."""
+    lows = [0.0, *edges[:-1]]
+    mids = [(lo + hi) / 2 if math.isfinite(hi) else lo for lo, hi in zip(lows, edges)]
+    within = [(hi - lo) ** 2 / 12 if math.isfinite(hi) else 0.0 for lo, hi in zip(lows, edges)]
+    n = sum(per)
+    mean = sum(c * m for c, m in zip(per, mids)) / n
+    return math.sqrt(sum(c * ((m - mean) ** 2 + w) for c, m, w in zip(per, mids, within)) / n)
 
 
 def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence[int],
@@ -73,8 +104,11 @@ def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence
     E2E histogram, or a baseline with events)."""
     if aborted < GIVE_UP_MIN:
         return None
-    base, inc = _buckets(hs, base_idx), _buckets(hs, during)
-    if base is None or inc is None or len(base) != len(inc) or sum(base) <= 0 or sum(inc) <= 0:
+    got_base, got_inc = _steps(hs, base_idx), _steps(hs, during)
+    if got_base is None or got_inc is None:
+        return None
+    (base, base_sum), (inc, inc_sum) = got_base, got_inc
+    if len(base) != len(inc) or sum(base) <= 0 or sum(inc) <= 0:
         return None
     total_base, total_inc = sum(base), sum(inc)
     if aborted < GIVE_UP_MIN_SHARE * total_inc:
@@ -92,11 +126,38 @@ def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence
     above_base = [sum(base[j + 1:]) / total_base for j in range(len(base))]
     above_inc = [sum(inc[j + 1:]) / total_inc for j in range(len(inc))]
     movable = min(aborted, total_inc * above_base[lo])  # aborts that could come from above lo
-    if not GIVE_UP_SHARE * movable <= pile <= aborted / GIVE_UP_SHARE:
+    factor, slack = NO_LATER
+    if pile < GIVE_UP_SHARE * movable:  # nothing piled: the age may lie inside the usual answers' own bucket
+        return inside(base, inc, edges, aborted, base_sum, inc_sum)
+    if pile > aborted / GIVE_UP_SHARE:
         return None
     if above_base[hi] > 0 and (above_base[hi] - above_inc[hi]) * total_inc < GIVE_UP_SHARE * pile:
         return None
-    factor, slack = NO_LATER
     if any(above_inc[j] > factor * above_base[j] + slack for j in range(lo, hi + 1)):
         return None
     return GiveUp(edges[lo - 1] if lo else 0.0, edges[hi], pile, aborted)
+
+
+def inside(base: Sequence[float], inc: Sequence[float], edges: Sequence[float], aborted: float, base_sum: float,
+           inc_sum: float) -> GiveUp | None:
+    """Aborts whose age lies inside the bucket the requests end in anyway (the module's docstring): the mean age
+    fell as only requests cut short make it fall, and no bucket's share moved. Pure."""
+    total_base, total_inc = sum(base), sum(inc)
+    share = aborted / total_inc
+    factor, slack = NO_LATER
+    above_base = [sum(base[j + 1:]) / total_base for j in range(len(base))]
+    above_inc = [sum(inc[j + 1:]) / total_inc for j in range(len(inc))]
+    if any(above_inc[j] > factor * above_base[j] + slack for j in range(len(base))):
+        return None  # some requests ended later: not only cut short
+    # No bucket gained past its counting noise (3 Poisson sigmas over what the baseline's share puts there): the
+    # aborted requests stayed where they were, neither piled nor spread to earlier ages.
+    if any(n - total_inc * b / total_base > CHANGE_Z * math.sqrt(max(total_inc * b / total_base, 1.0))
+           for n, b in zip(inc, base)):
+        return None
+    fell = base_sum / total_base - inc_sum / total_inc
+    se = _spread(base, edges) * math.sqrt(1 / total_inc + 1 / total_base)
+    j = next((k for k, a in enumerate(above_base) if a < share), len(base) - 1)  # where the cut lies
+    lo, hi = (edges[j - 1] if j else 0.0), edges[j]
+    if fell <= CHANGE_Z * se or (math.isfinite(hi) and fell * total_inc > aborted * (hi - lo)):
+        return None
+    return GiveUp(lo, hi, 0.0, aborted)

@@ -121,3 +121,26 @@ def test_a_slowdown_within_what_the_grown_batch_makes_is_explained_not_named():
     assert "engine-side decode slowdown explained by overload" in alone.headline, alone.headline
     assert both.mechanism == diagnose.OVERLOAD, both.headline
     assert "with engine-side decode slowdown contributing" in both.headline, both.headline
+
+
+@pytest.mark.parametrize(("itl_lag", "baseline", "named"), [(3, None, False), (-3, None, True), (3, (550, 590), True)])
+def test_a_slower_step_the_batch_led_is_the_loads_swing_and_one_that_led_the_batch_is_the_engines(
+        itl_lag, baseline, named):
+    """Demand flat (measured arrivals), the running batch doubles at 800 s and each step is slower by what that
+    batch makes on this deployment (its baseline's step time grows with its running requests). When the batch
+    rose first (ITL 30 s later) it is a busy server's own swing: no decode slowdown. When the step slowed first
+    (ITL 30 s earlier) the engine led, and the batch is its consequence (Little's law): a decode slowdown. A
+    baseline of four points fits no speed per batch size: the physical bound that stands in (proportional) would
+    explain anything, so it dismisses nothing and the slowdown is named."""
+    run = [20.0 + (i % 7) for i in range(80)] + [40.0 + (i % 7) for i in range(N - 80)]
+    # The step time the batch makes (with the 1 % wobble a measured mean has), its jump itl_lag steps off the batch's.
+    itl = [0.02 * (1 + (20.0 if i < 80 + itl_lag else 40.0) / 40 + (i % 7) / 40) * (1 + 0.01 * ((i * 3) % 5 - 2))
+           for i in range(N)]
+    ds = _engine(None, None, rate__arrived_total=[2.0] * N)
+    ds.series["load.server.num_running_reqs"] = dataclasses.replace(
+        ds.series["load.server.num_running_reqs"], values=tuple(run))
+    v = analyze(_with(ds, {"itl": _mean_hist(itl)}, {}), 600, 1190, 60, baseline=baseline).verdict
+    assert v.shifts["itl_mean"].moved, v.headline  # past its threshold either way: the gate decides
+    assert (v.mechanism == diagnose.DECODE_SLOWDOWN) == named, v.headline
+    if not named:
+        assert diagnose.DECODE_SLOWDOWN not in [m for m, _ in v.candidates], v.headline

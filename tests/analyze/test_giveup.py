@@ -17,11 +17,16 @@ NORMAL = (0.0, 10.0, 60.0, 25.0, 5.0, 0.0, 0.0)  # per step: E2E of 100 requests
 
 
 def _e2e(per_step: list[tuple[float, ...]]) -> tuple[Hist, ...]:
-    """Cumulative histograms from per-step, per-bucket observations."""
+    """Cumulative histograms from per-step, per-bucket observations (each aged at its bucket's upper edge)."""
+    return _e2e_sums([(counts, sum(c * min(e, 25.0) for c, e in zip(counts, EDGES))) for counts in per_step])
+
+
+def _e2e_sums(per_step: list[tuple[tuple[float, ...], float]]) -> tuple[Hist, ...]:
+    """Cumulative histograms from per-step (per-bucket observations, sum of their ages)."""
     out, acc, total_sum = [], [0.0] * len(EDGES), 0.0
-    for counts in per_step:
+    for counts, ages in per_step:
         acc = [a + c for a, c in zip(acc, counts)]
-        total_sum += sum(c * min(e, 25.0) for c, e in zip(counts, EDGES))
+        total_sum += ages
         cum, run = [], 0.0
         for a in acc:
             run += a
@@ -104,3 +109,31 @@ def test_a_few_aborts_are_a_trace_that_keeps_no_incident_from_high_confidence(ab
     assert v.mechanism == HEALTHY and ("too few to read an age from" in v.headline) == trace, v.headline
     if trace:
         assert v.confidence == "low", v.headline
+
+
+@pytest.mark.parametrize(("per_step", "high"), [(0.0, True), (4.0, False)])
+def test_many_aborts_at_no_one_age_beside_a_strong_cause_keep_it_from_high_confidence(per_step, high):
+    """A halved decode speed is a strong cause; 40 aborts a step from the same time at no one age (the histogram
+    cannot say why those clients left: their timeout may be a second incident) keep it at medium. The slowdown
+    explains no aborts (`causes.py`: only failures and clients giving up do)."""
+    aborted = [0.0] * 80 + [per_step] * (N - 80)
+    ds = _with(_engine(80, None, rate__aborted_requests_total=aborted), {"e2e": _e2e([NORMAL] * N)}, {})
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert v.mechanism == DECODE_SLOWDOWN, v.headline
+    assert (v.confidence == "high") == high, v.headline
+
+
+ALL_4_6 = (0.0, 0.0, 100.0, 0.0, 0.0, 0.0, 0.0)  # every request ends at 4-6 s
+
+
+@pytest.mark.parametrize(("incident", "ages", "found", "why"), [
+    (ALL_4_6, 475.0, (4.0, 6.0), "half the requests cut at 4.8 s: the mean fell from 5.2 to 4.75 s in the same bucket"),
+    (ALL_4_6, 520.0, None, "aborts that end requests no earlier than they would have are no timeout"),
+    ((0.0, 10.0, 90.0, 0.0, 0.0, 0.0, 0.0), 470.0, None, "some went to an earlier bucket, the rest stayed: no one age"),
+])
+def test_a_timeout_inside_the_bucket_the_requests_end_in_is_read_from_the_mean_age(incident, ages, found, why):
+    """The abort age lies inside the one bucket every request ends in: nothing piles, but the histogram's `_sum`
+    says the requests ended earlier, and no bucket's share moved (50 of each step's 100 requests aborted)."""
+    hs = _e2e_sums([(ALL_4_6, 520.0)] * 80 + [(incident, ages)] * (N - 80))
+    got = give_up(hs, range(1, 70), range(80, N), aborted=50.0 * (N - 80))
+    assert (None if got is None else (got.lo, got.hi)) == found, why
