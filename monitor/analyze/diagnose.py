@@ -456,6 +456,17 @@ def _fallback_paced(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
 
 
 GATES: Final = {"served": lambda c, s, own: _served(c, s), "fallback": _fallback_paced, "paced": _paced}
+# Gates that dismiss a move by a test of size (the load's swing makes it): a second incident of that kind inside the
+# swing's reach passes them too, so a move they dismissed keeps the verdict from "high", as one the table explained
+# away does (`_ambiguous`).
+SIZE_GATES: Final = frozenset({"paced"})
+
+
+def _dismissed(c: Context) -> list[Shift]:
+    """Own signals of a mechanism that moved past their threshold and a size gate dismissed."""
+    return [c.sh[e.key] for cause in CAUSES for e in cause.own
+            if e.gate in SIZE_GATES and e.key in c.sh and c.sh[e.key].moved and c.sh[e.key].changed_at is not None
+            and not GATES[e.gate](c, c.sh[e.key], cause.own)]
 
 
 def _after(c: Context, lead: Candidate, other: Candidate) -> bool:
@@ -767,8 +778,9 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], signals: dict[str, Signal]
     # Many aborts that piled at no one age (`dropped`): clients left for a reason the histogram could not read, and a
     # timeout of theirs may be a second incident; not "high" unless the cause itself explains aborts.
     unread = [s for s in dropped if s.events >= GIVE_UP_MIN and not ABORT_SIGNALS & own]
+    dismissed = _dismissed(ctx)
     conf = "high" if strong and not early and baseline_ok and independent and not _ambiguous(free, explained, tie) \
-        and not faint_other and not unread else ("low" if early and not strong else "medium")
+        and not faint_other and not unread and not dismissed else ("low" if early and not strong else "medium")
     on_demand = cause.signal.side == DEMAND
     demand = _demand_clause(sh, on_demand)
     if on_demand:

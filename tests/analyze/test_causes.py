@@ -144,3 +144,20 @@ def test_a_slower_step_the_batch_led_is_the_loads_swing_and_one_that_led_the_bat
     assert (v.mechanism == diagnose.DECODE_SLOWDOWN) == named, v.headline
     if not named:
         assert diagnose.DECODE_SLOWDOWN not in [m for m, _ in v.candidates], v.headline
+
+
+@pytest.mark.parametrize(("itl_follows", "high"), [(False, True), (True, False)])
+def test_a_decode_move_the_batch_swing_dismissed_keeps_the_cause_from_high_confidence(itl_follows, high):
+    """A measured surge x3 (a strong overload) and the batch with it. With ITL flat, nothing else moved: high. With
+    ITL following the batch 30 s later (the `paced` gate dismisses it by a size test, which a decode slowdown of the
+    same size inside the swing would pass too), medium, as when the table explains a candidate away."""
+    run = [20.0 + (i % 7) for i in range(80)] + [60.0 + (i % 7) for i in range(N - 80)]
+    itl = [0.02 * (1 + ((20.0 if i < 83 or not itl_follows else 60.0) + i % 7) / 40) * (1 + 0.01 * ((i * 3) % 5 - 2))
+           for i in range(N)]
+    ds = _engine(None, None, rate__arrived_total=[2.0] * 80 + [6.0] * (N - 80))
+    ds.series["load.server.num_running_reqs"] = dataclasses.replace(
+        ds.series["load.server.num_running_reqs"], values=tuple(run))
+    v = analyze(_with(ds, {"itl": _mean_hist(itl)}, {}), 600, 1190, 60).verdict
+    assert v.mechanism == diagnose.OVERLOAD, v.headline
+    assert v.shifts["itl_mean"].moved == itl_follows, v.headline
+    assert (v.confidence == "high") == high, v.headline
