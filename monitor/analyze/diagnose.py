@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -438,6 +438,10 @@ def _fallback(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
     return not any(e.key != s.signal.key and e.key in c.sh and c.sh[e.key].baseline is not None for e in own)
 
 
+def _always(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
+    return True
+
+
 def _paced(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
     """A slower decode step counts as the engine's own only where the batch did not lead it: running requests that
     rose first, by more than the slowdown itself grows them (Little's law) and by as much as makes the step this
@@ -451,22 +455,28 @@ def _paced(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
     return not (led and _swing_batch(c, s, fitted=True))
 
 
-def _fallback_paced(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
-    return _fallback(c, s, own) and _paced(c, s, own)
+# A gate is a test of whether the signal is read (READ: "fallback", only without ITL) and a test of size that may
+# dismiss a move (SIZE: the load's swing makes it); both must pass.
+READ_GATES: Final = {"fallback": _fallback}
+# A move a size test dismissed: a second incident of that kind inside the swing's reach passes it too, so it keeps
+# the verdict from "high", as one the table explained away does (`_ambiguous`).
+SIZE_GATES: Final = {"paced": _paced, "fallback": _paced}
 
 
-GATES: Final = {"served": lambda c, s, own: _served(c, s), "fallback": _fallback_paced, "paced": _paced}
-# Gates that dismiss a move by a test of size (the load's swing makes it): a second incident of that kind inside the
-# swing's reach passes them too, so a move they dismissed keeps the verdict from "high", as one the table explained
-# away does (`_ambiguous`).
-SIZE_GATES: Final = frozenset({"paced"})
+def _gate(name: str) -> Callable[..., bool]:
+    read, size = READ_GATES.get(name, _always), SIZE_GATES.get(name, _always)
+    return lambda c, s, own=(): read(c, s, own) and size(c, s, own)
+
+
+GATES: Final = {"served": lambda c, s, own: _served(c, s), "fallback": _gate("fallback"), "paced": _gate("paced")}
 
 
 def _dismissed(c: Context) -> list[Shift]:
-    """Own signals of a mechanism that moved past their threshold and a size gate dismissed."""
+    """Own signals of a mechanism that moved past their threshold, were read, and a size gate dismissed."""
     return [c.sh[e.key] for cause in CAUSES for e in cause.own
             if e.gate in SIZE_GATES and e.key in c.sh and c.sh[e.key].moved and c.sh[e.key].changed_at is not None
-            and not GATES[e.gate](c, c.sh[e.key], cause.own)]
+            and READ_GATES.get(e.gate, _always)(c, c.sh[e.key], cause.own)
+            and not SIZE_GATES[e.gate](c, c.sh[e.key], cause.own)]
 
 
 def _after(c: Context, lead: Candidate, other: Candidate) -> bool:
