@@ -18,7 +18,7 @@ timeout leaves a shape that random hang-ups, failures and slowdowns do not:
   bucket edge leave part of the pile above it.
 
 Where the timeout's abort age falls inside the bucket most requests end in anyway, nothing piles: the aborted
-requests stay in their bucket, only earlier in it. The histogram's `_sum` still sees it (`inside`): the mean E2E fell
+requests stay in their bucket, only earlier in it. The histogram's `_sum` still sees it (`_inside`): the mean E2E fell
 by more than its standard error allows (CHANGE_Z of them, the spread read from the baseline's buckets), by no more
 than the aborts can make (each ends earlier by at most its bucket's width), while no bucket's share grew past its
 noise, none went to a lower bucket as random hang-ups would, and none ended later. Anything that slows a request
@@ -79,12 +79,6 @@ def _steps(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> tuple[list[
     return None if out is None else (out, total)
 
 
-def _buckets(hs: Sequence[Hist | None], idx: Sequence[int] | range) -> list[float] | None:
-    """Per-bucket (not cumulative) E2E observations of the steps `idx`, summed; None where the layout varies."""
-    got = _steps(hs, idx)
-    return None if got is None else got[0]
-
-
 def _spread(per: Sequence[float], edges: Sequence[float]) -> float:
     """The standard deviation of the ages, each bucket's observations spread evenly over it (its middle, plus a
     uniform spread's width^2 / 12 within it; the +Inf bucket's at its lower edge: a bound that understates, never
@@ -128,7 +122,8 @@ def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence
     movable = min(aborted, total_inc * above_base[lo])  # aborts that could come from above lo
     factor, slack = NO_LATER
     if pile < GIVE_UP_SHARE * movable:  # nothing piled: the age may lie inside the usual answers' own bucket
-        return inside(base, inc, edges, aborted, base_sum, inc_sum)
+        return _inside(base, inc, edges, aborted, excess, above_base, above_inc,
+                       base_sum / total_base - inc_sum / total_inc)
     if pile > aborted / GIVE_UP_SHARE:
         return None
     if above_base[hi] > 0 and (above_base[hi] - above_inc[hi]) * total_inc < GIVE_UP_SHARE * pile:
@@ -138,24 +133,22 @@ def give_up(hs: Sequence[Hist | None], base_idx: Sequence[int], during: Sequence
     return GiveUp(edges[lo - 1] if lo else 0.0, edges[hi], pile, aborted)
 
 
-def inside(base: Sequence[float], inc: Sequence[float], edges: Sequence[float], aborted: float, base_sum: float,
-           inc_sum: float) -> GiveUp | None:
+def _inside(base: Sequence[float], inc: Sequence[float], edges: Sequence[float], aborted: float,
+            excess: Sequence[float], above_base: Sequence[float], above_inc: Sequence[float],
+            fell: float) -> GiveUp | None:
     """Aborts whose age lies inside the bucket the requests end in anyway (the module's docstring): the mean age
-    fell as only requests cut short make it fall, and no bucket's share moved. Pure."""
+    fell (`fell`, seconds) as only requests cut short make it fall, and no bucket's share moved. `excess`,
+    `above_base`, `above_inc`: per bucket, as `give_up` computed them. Pure."""
     total_base, total_inc = sum(base), sum(inc)
-    share = aborted / total_inc
     factor, slack = NO_LATER
-    above_base = [sum(base[j + 1:]) / total_base for j in range(len(base))]
-    above_inc = [sum(inc[j + 1:]) / total_inc for j in range(len(inc))]
     if any(above_inc[j] > factor * above_base[j] + slack for j in range(len(base))):
         return None  # some requests ended later: not only cut short
     # No bucket gained past its counting noise (3 Poisson sigmas over what the baseline's share puts there): the
     # aborted requests stayed where they were, neither piled nor spread to earlier ages.
-    if any(n - total_inc * b / total_base > CHANGE_Z * math.sqrt(max(total_inc * b / total_base, 1.0))
-           for n, b in zip(inc, base)):
+    if any(x > CHANGE_Z * math.sqrt(max(n - x, 1.0)) for n, x in zip(inc, excess)):
         return None
-    fell = base_sum / total_base - inc_sum / total_inc
     se = _spread(base, edges) * math.sqrt(1 / total_inc + 1 / total_base)
+    share = aborted / total_inc
     j = next((k for k, a in enumerate(above_base) if a < share), len(base) - 1)  # where the cut lies
     lo, hi = (edges[j - 1] if j else 0.0), edges[j]
     if fell <= CHANGE_Z * se or (math.isfinite(hi) and fell * total_inc > aborted * (hi - lo)):
