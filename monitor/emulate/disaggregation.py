@@ -70,7 +70,8 @@ class PDFlow:
         if srv is None or rank.dead:
             return
         cap = dep.kv.capacity(srv, rank)
-        while rank.prealloc and len(rank.running) + len(rank.transfer) < cap:
+        while (rank.prealloc and len(rank.running) + len(rank.transfer) < cap
+               and dep.kv.decode_admits(srv, rank, rank.prealloc[0])):
             req = rank.prealloc.popleft()
             rank.transfer[req] = None
             req.t_prealloc = dep.now

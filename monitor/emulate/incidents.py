@@ -202,6 +202,11 @@ class Effects:
         """Running slots of a rank: full HBM leaves fewer KV slots, so fewer requests fit and the rest wait."""
         return max(1, int(capacity * self.kv_share)) if self.hbm_full else capacity
 
+    def pool_lost(self, total: int) -> int:
+        """Tokens of a KV pool of `total` that the requests cannot have while HBM is full (what `kv_slots` leaves
+        fewer slots for, in tokens: the budget admits and retracts against the rest, kv_budget.py)."""
+        return int(total * (1.0 - self.kv_share)) if self.hbm_full else 0
+
     def token_usage(self, usage: float) -> float:
         """The KV pool's usage as the scheduler reports it, `usage` being the share of the whole pool held:
         against what is left of it while HBM is full."""

@@ -1,23 +1,33 @@
-"""The KV cache of each DP rank: its slots, what it holds, what is retracted, and its prefix-cache hits.
+"""The KV cache of each DP rank: its pool's tokens, what its requests hold and may write, who is retracted, and
+its prefix-cache hits.
 
-`KVCache` is the deployment's view of its ranks' KV pools. A rank has `max_running_requests / dp` slots;
-a full KV cache (`hbm_full`) leaves fewer, and a unified rank then retracts the decoding requests beyond
-them (newest first, as SGLang's `retract_decode` keeps the oldest): they go back to the front of the
-waiting queue, re-prefill their prompt and output so far when admitted, and resume decoding without a
-new TTFT. Token usage is read off the requests that hold KV: the prompt and output so far of those
-decoding, the prompt of those prefilling, in transfer or in flight. A real prompt's cached part comes
-from the rank's radix cache (radix_cache.py `PrefixCache`, which the rank owns).
-
-`KVCache` sees the deployment as `KVHost` and the scheduler as `RetractingScheduler`: what it reads and
-calls of them, no more. The scheduler imports this module (it asks `capacity`), so naming
-`engine.EmulatedDeployment` or `scheduler.Scheduler` here would close an import cycle.
+A rank has `max_running_requests / dp` slots and a KV pool of `max_total_num_tokens` (`--max-total-tokens`, else
+room for every slot's nominal prompt and answer and a quarter more), preallocated at start. Requests are admitted by slots and by
+tokens as SGLang admits them (kv_budget.py: a new request needs its prompt and all it may write beside what the
+running ones are expected to write, at the new-token ratio); when the decoding requests fill the pool, the next step
+retracts the ones that wrote least: they go back to the front of the waiting queue, re-prefill their prompt and
+output so far when admitted, and resume decoding without a new TTFT. Full HBM (`hbm_full`) leaves fewer slots
+and as much less of the pool: the unified rank retracts the decoding requests beyond them (newest first). Token usage is read off the requests that hold KV: the prompt and output so far of those
+decoding, the prompt of those prefilling, in transfer or in flight. A real prompt's cached part comes from the
+rank's radix cache (radix_cache.py `PrefixCache`, which the rank owns).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from monitor.emulate.kv_budget import (
+    CLIP_MAX_NEW_TOKENS,
+    Writing,
+    admits,
+    decayed,
+    decode_admits,
+    ratio_after_retraction,
+    retraction,
+)
 
 if TYPE_CHECKING:
     from monitor.emulate.incidents import Effects
@@ -59,13 +69,15 @@ class KVUsage:
 
 
 class KVCache:
-    """The KV pools of one deployment's ranks: how many requests fit, who is retracted, what they hold."""
+    """The KV pools of one deployment's ranks: what their requests hold and may write, who is admitted by
+    tokens, who is retracted (kv_budget.py: SGLang's rules, applied here to a rank's requests)."""
 
     def __init__(self, dep: KVHost) -> None:
         self.dep = dep
 
     def capacity(self, srv: ServerSim, rank: RankSim) -> int:
-        """Requests that fit on the rank now (full HBM leaves fewer KV slots: the rest wait)."""
+        """Running slots of the rank now (full HBM leaves fewer KV slots: the rest wait); the pool's tokens admit
+        within them."""
         return self.dep.effects(srv.spec.role).kv_slots(rank.capacity)
 
     def match_prefix(self, srv: ServerSim, rank: RankSim, req: Req) -> RequestShape:
@@ -78,12 +90,93 @@ class KVCache:
         rank.last_hit = shape.cached_tokens / max(shape.prompt_tokens, 1)
         return shape
 
+    # --- what the requests hold and may write ------------------------------------------------------
+    def writing(self, req: Req, written: int | None = None) -> Writing:
+        """One request's tokens for the budget: a client's own limit, else what the synthetic client asked for
+        (an answer cut at its length was asked for exactly that; one that stopped by itself, the workload's
+        nominal answer)."""
+        shape = req.shape
+        done = req.tokens(self.dep.now) if written is None else written
+        if req.client is not None:
+            limit = req.client.max_new_tokens
+            max_new = CLIP_MAX_NEW_TOKENS if limit is None else limit
+            ignore_eos = req.client.ignore_eos
+        else:
+            nominal = self.dep.model.output_tokens
+            max_new = shape.completion_tokens if shape.finish_reason != "stop" else max(nominal, shape.completion_tokens)
+            ignore_eos = False
+        return Writing(shape.prompt_tokens + done, done, max_new, ignore_eos)
+
+    def held(self, rank: RankSim) -> int:
+        """Tokens the rank's requests hold now: prompt and output so far of those decoding, the prompt of
+        those prefilling, in transfer or in flight."""
+        now = self.dep.now
+        held = sum(r.shape.prompt_tokens + r.tokens(now) for r in rank.decoding)
+        held += sum(r.shape.prompt_tokens for r in rank.running if r not in rank.decoding)
+        held += sum(r.shape.prompt_tokens for r in rank.transfer) + sum(r.shape.prompt_tokens for r in rank.inflight)
+        return held
+
+    def lost(self, srv: ServerSim, rank: RankSim) -> int:
+        """Tokens of the pool no request can have (full HBM: `hbm_full`)."""
+        return self.dep.effects(srv.spec.role).pool_lost(rank.max_total_tokens)
+
+    def free(self, srv: ServerSim, rank: RankSim) -> int:
+        return rank.max_total_tokens - self.lost(srv, rank) - self.held(rank)
+
+    # --- the new-token ratio -------------------------------------------------------------------------
+    def decay(self, rank: RankSim) -> None:
+        """Decode steps since the last look, none of which retracted: the ratio falls by as many."""
+        now = self.dep.now
+        if rank.decoding and rank.step_seconds > 0:
+            rank.new_token_ratio = decayed(rank.new_token_ratio, (now - rank.ratio_t) / rank.step_seconds)
+        rank.ratio_t = now
+
+    # --- admission -----------------------------------------------------------------------------------
+    def admits(self, srv: ServerSim, rank: RankSim, req: Req) -> bool:
+        """Whether the waiting `req` fits the unified rank's pool by SGLang's reservation (an idle rank takes
+        it whatever it needs: SGLang refuses a prompt longer than the pool at the tokenizer)."""
+        if not rank.running:
+            return True
+        self.decay(rank)
+        mine = self.writing(req, int(req.mark_done) + 1 if req.retracted else 0)
+        extend = mine.held if req.retracted else req.shape.prompt_tokens - req.shape.cached_tokens
+        running = [self.writing(r) for r in rank.running]
+        return admits(self.free(srv, rank), running, rank.new_token_ratio, extend, mine.max_new - mine.written)
+
+    def decode_admits(self, srv: ServerSim, rank: RankSim, req: Req) -> bool:
+        """Whether a PD decode rank preallocates `req`'s KV now."""
+        holding = len(rank.running) + len(rank.transfer)
+        return not holding or decode_admits(self.free(srv, rank), holding, req.shape.prompt_tokens)
+
+    # --- retraction ----------------------------------------------------------------------------------
+    def overflow_at(self, srv: ServerSim, rank: RankSim) -> float:
+        """When the decoding requests will have filled the pool at their current rates (inf: never)."""
+        per_second = sum(1.0 / r.rate for r in rank.decoding if r.rate > 0)
+        if not per_second:
+            return math.inf
+        room = self.free(srv, rank) - len(rank.decoding)
+        return self.dep.now + max(room, 0) / per_second
+
     def retract_excess(self, srv: ServerSim, rank: RankSim) -> None:
-        """KV room for fewer requests than are running: retract the newest decoding ones (SGLang's
-        retract_decode), counted as SGLang counts them."""
-        scheduler = self.dep.scheduler
+        """KV room for fewer requests than are running (full HBM leaves fewer slots): retract the newest decoding
+        ones; then, where the next decode step does not fit the pool's tokens, as SGLang's retract_decode does."""
         cap = self.capacity(srv, rank)
-        victims = list(rank.decoding)[::-1][:max(len(rank.running) - cap, 0)]
+        self._retract(srv, rank, list(rank.decoding)[::-1][:max(len(rank.running) - cap, 0)])
+        decoding = list(rank.decoding)
+        free = self.free(srv, rank)
+        if len(decoding) < 2 or free > len(decoding):
+            return
+        self.decay(rank)
+        writing = [self.writing(r) for r in decoding]
+        out = retraction(free, writing, [r.shape.prompt_tokens for r in decoding])
+        self._retract(srv, rank, [decoding[i] for i in out])
+        gone = set(out)
+        rank.new_token_ratio = ratio_after_retraction([w for i, w in enumerate(writing) if i not in gone])
+
+    def _retract(self, srv: ServerSim, rank: RankSim, victims: list[Req]) -> None:
+        """Back to the front of the waiting queue, counted as SGLang counts them (fewest output tokens first:
+        the last one retracted is the first to resume)."""
+        scheduler = self.dep.scheduler
         for req in victims:
             scheduler.close_segment(req, self.dep.now)
             del rank.decoding[req]
@@ -100,12 +193,10 @@ class KVCache:
         """What the rank's requests hold at `now` (and what a full HBM makes of it)."""
         done = {r: r.tokens(self.dep.now) for r in rank.decoding}
         seq = sum(r.shape.prompt_tokens + done[r] for r in rank.decoding)
-        held = seq + sum(r.shape.prompt_tokens for r in rank.running if r not in done)
-        held += sum(r.shape.prompt_tokens for r in rank.transfer) + sum(r.shape.prompt_tokens for r in rank.inflight)
+        held = self.held(rank)
         total = rank.max_total_tokens
         usage = eff.token_usage(min(held / total, 1.0))
         pool = total * eff.kv_share if eff.hbm_full else total  # what a full HBM leaves of the KV pool
         used = min(held, pool)
         evictable = max(min(pool - used, pool * 0.1 * (1 if self.dep.model.prefix_hit else 0.2)), 0.0)
         return KVUsage(seq, usage, used, evictable, total)
-

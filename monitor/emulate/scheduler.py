@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from monitor.emulate.model import step_factor
 from monitor.emulate.sim import EPS
 
+# Decode steps between two looks at a waiting queue that the pool's tokens hold back (SGLang looks every step;
+# the ratio falls by 0.1 % of its range a step, so ten steps move the reservation little).
+RETRY_STEPS = 10
+
 if TYPE_CHECKING:
     from monitor.emulate.disaggregation import PDFlow
     from monitor.emulate.incidents import Effects
@@ -85,8 +89,10 @@ class Scheduler:
         now = dep.now
         unified = srv.spec.role == "server"  # a PD decode server runs no prefill beside its decode
         eff = dep.effects(srv.spec.role)
+        dep.kv.decay(rank)  # the steps run at the old step time
         step = eff.step_time(step_factor(len(rank.decoding), rank.reference, rank.prefilling() if unified else 0,
                                          rank.capacity))
+        rank.step_seconds = dep.model.tpot_median * step
         t_next = math.inf
         for req in rank.decoding:
             self.close_segment(req, now)
@@ -100,6 +106,20 @@ class Scheduler:
         rank.version += 1
         if t_next < math.inf:
             dep.schedule(t_next, self.rank_finish, (rank, rank.version))
+        if unified and len(rank.decoding) > 1 and (t_full := dep.kv.overflow_at(srv, rank)) < t_next:
+            dep.schedule(t_full, self.pool_full, (rank, rank.version))
+
+    def pool_full(self, arg: tuple[RankSim, int]) -> None:
+        """The decoding requests filled the pool (unless re-rated since): retract what the next step needs."""
+        rank, version = arg
+        srv = self.dep.server_of.get(id(rank))
+        if version != rank.version or rank.dead or srv is None:
+            return
+        before = len(rank.decoding)
+        self.dep.kv.retract_excess(srv, rank)  # re-rates the rank when it retracted
+        if len(rank.decoding) == before:  # whole tokens lag the rates' fractions: look again a step later
+            t = max(self.dep.kv.overflow_at(srv, rank), self.dep.now + max(rank.step_seconds, 1e-3))
+            self.dep.schedule(t, self.pool_full, arg)
 
     def close_segment(self, req: Req, now: float) -> None:
         """End the current constant-rate run at `now`: observe ITL up to its last whole token."""
@@ -138,6 +158,9 @@ class Scheduler:
         dep = self.dep
         cap = dep.kv.capacity(srv, rank)
         while rank.waiting and len(rank.running) < cap:
+            if not dep.kv.admits(srv, rank, rank.waiting[0]):
+                self.retry_later(rank)  # the ratio falls with every decode step: the reservation shrinks
+                break
             req = rank.waiting.popleft()
             rank.running[req] = None
             if req.retracted:  # its KV is gone: prefill the prompt and its output so far again, then go on
@@ -150,6 +173,19 @@ class Scheduler:
             prefill = self.prefill(srv, rank, req)
             self.start_decode(req, dep.now + prefill)
             self.touch(rank)
+
+    def retry_later(self, rank: RankSim) -> None:
+        """Look at the waiting queue again after RETRY_STEPS decode steps (one pending look per rank)."""
+        if rank.retry_pending or not rank.decoding:
+            return  # nothing decodes: a prefill's first token or a finish admits next
+        rank.retry_pending = True
+        self.dep.schedule(self.dep.now + RETRY_STEPS * max(rank.step_seconds, 1e-3), self._retry, rank)
+
+    def _retry(self, rank: RankSim) -> None:
+        rank.retry_pending = False
+        srv = self.dep.server_of.get(id(rank))
+        if srv is not None and not rank.dead:
+            self.admit(srv, rank)
 
     def resume(self, req: Req) -> None:
         """A retracted request is prefilled again: it decodes on from where it stopped."""
@@ -200,6 +236,8 @@ class Scheduler:
             self.finish(req)
             return
         rank.decoding[req] = None
+        if rank.waiting:
+            self.retry_later(rank)
         self.touch(rank)
         req.notify()
 

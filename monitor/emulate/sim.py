@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from monitor.emulate.catalog import BY_NAME
+from monitor.emulate.kv_budget import INIT_NEW_TOKEN_RATIO
 from monitor.emulate.model import LatencyModel, RequestShape, decode_slots, prefill_slots
 from monitor.emulate.radix_cache import PrefixCache
 from monitor.emulate.request_log import RequestLog
@@ -118,6 +119,10 @@ class RankSim:
         self.prealloc: deque[Req] = deque()
         self.transfer: dict[Req, None] = {}
         self.retracted: dict[Req, None] = {}  # retracted requests waiting to resume
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO  # share of max_new_tokens a running request is expected to write
+        self.ratio_t = 0.0  # when the ratio was last decayed ...
+        self.step_seconds = 0.0  # ... and the decode step time since then
+        self.retry_pending = False  # a waiting request the pool's tokens held back is looked at again soon
         self.store = MetricStore()
         self.cache = PrefixCache(max_tokens)
         self.last_hit = 0.0
@@ -176,15 +181,21 @@ class ServerSim:
         for rank in getattr(self, "ranks", ()):
             rank.dead = True
         slots = prefill_slots(self.spec) if self.spec.role == "prefill" else decode_slots(self.spec)
-        tokens = int((self.model.input_tokens + self.model.output_tokens) * 1.25)
         self.ranks = [
-            RankSim(i, self.spec.rank_labels(i), cap, max(cap * tokens, 4096), min(self.reference, cap))
+            RankSim(i, self.spec.rank_labels(i), cap, self.pool_tokens(cap), min(self.reference, cap))
             for i, cap in enumerate(slots)
         ]
         for rank in self.ranks:
             for labels in rank.labels:
                 seed_scheduler_counters(rank.store, self.spec, labels)
         self._rr = 0
+
+    def pool_tokens(self, slots: int) -> int:
+        """Each rank's KV pool: `--max-total-tokens` where the launch sets it (SGLang's own flag, per scheduler),
+        else room for every slot's nominal prompt and answer and a quarter more (SGLang sizes it from
+        --mem-fraction-static, which the emulator cannot weigh): the slots bind before the tokens."""
+        given = int(self.spec.launch.get("max_total_tokens") or 0)
+        return given or max(slots * int((self.model.input_tokens + self.model.output_tokens) * 1.25), 4096)
 
     def next_rank(self) -> RankSim:
         rank = self.ranks[self._rr % len(self.ranks)]

@@ -26,6 +26,7 @@ _SERVER_FLAGS: tuple[tuple[str, str, type], ...] = (
     ("--dist-init-addr", "dist_init_addr", str),
     ("--max-running-requests", "max_running_requests", int),
     ("--context-length", "context_length", int),
+    ("--max-total-tokens", "max_total_tokens", int),
     ("--chunked-prefill-size", "chunked_prefill_size", int),
     ("--quantization", "quantization", str),
     ("--speculative-algorithm", "speculative_algorithm", str),

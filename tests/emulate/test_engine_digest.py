@@ -10,7 +10,10 @@ recorded again when issue #23 made overheating thermal (a chip heats and cools w
 full HBM shrink the KV pool by the share lost: an intended change of behaviour, not a refactor; and again when
 issue #32 item 3 made an overheating chip's throttle slow its prefill too (a throttle lowers the clocks every
 kernel runs at); and again when it made the chips' healthy temperature, power and HBM like the real A3 capture (with
-each reading's noise), the throttle start past a margin, and clients' timeouts differ.
+each reading's noise), the throttle start past a margin, and clients' timeouts differ; and again when it made the
+KV pool admit by tokens as SGLang does (kv_budget.py: the new-token ratio, retraction when a decode step no longer
+fits). That last one left every request where it was (the request log's digest held): the mixed pages' digest moved
+only by the next pending event, the pool's own look at when it fills.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ CHECKPOINTS = (2.0, 60.0, 130.0, 150.0, 205.0, 215.0, 290.0, 341.0, 348.5, 360.0
 
 # sha256 of (the /metrics pages at every checkpoint, NPU pages, state) and of the request log.
 DIGESTS = {
-    "mixed": ("f0c879925f4cac8b0d5cd50545af85468b551fd991dddb7156ee83e8601bd733",
+    "mixed": ("b8711d34fc61a201731756f5f7c8feba3ab7f327502f207b0093c29b533c8cb6",
               "5e23f024a36effbb6dbe939ea79b3605003b574f77f9ef1b2c5a4276cb4dd89c"),
     "pd": ("91935a1c102b37f75fdab0ad9c8ad593047eb42fdab7dd2f27fd0d8f298fb18b",
            "7a6266a73223ac7c2cc328d84d7699bea3a4e5378f529e658f4bd33e98d4c873"),

@@ -96,8 +96,12 @@ WORKLOADS: Final[dict[str, Workload]] = {w.name: w for w in (
     Workload("llama-32", {**LLAMA, "launch": {"max_running_requests": 32}}, MIXED_KINDS, "the same, 32 slots"),
     Workload("long-prompt", _mixed(3000, 200, 32, 4.0, 0.1), MIXED_KINDS,
              "3000-token prompts, 200-token answers, 32 slots"),
-    Workload("long-answer", _mixed(200, 512, 24, 1.0, 0.06), MIXED_KINDS,
-             "200-token prompts, 512-token answers, 24 slots"),
+    # Its KV pool (--max-total-tokens) holds 11 of its 24 slots' full answers, as on a server whose
+    # max_running_requests was set above what its memory holds: SGLang admits by tokens and retracts in healthy
+    # long decodes (monitor/emulate/kv_budget.py).
+    Workload("long-answer", {**_mixed(200, 512, 24, 1.0, 0.06),
+                             "launch": {"max_running_requests": 24, "max_total_tokens": 8_000}}, MIXED_KINDS,
+             "200-token prompts, 512-token answers, 24 slots, a KV pool for 11 full answers"),
     Workload("pd", PD, (*(k for k in MIXED_KINDS if k != "ttft_spike"), "ttft_spike/prefill", "kv_transfer_failure"),
              "the lab's PD pair: 8 prefill slots, 16 decode slots"),
     Workload("spec", SPEC, (*MIXED_KINDS, "spec_accept_drop"), "the lab's server with EAGLE, 4 draft tokens"),
