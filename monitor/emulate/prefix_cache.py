@@ -75,10 +75,10 @@ class KVCache:
     def __init__(self, dep: KVHost) -> None:
         self.dep = dep
 
-    def capacity(self, srv: ServerSim, rank: RankSim) -> int:
+    def capacity(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> int:
         """Running slots of the rank now (full HBM leaves fewer KV slots: the rest wait); the pool's tokens admit
         within them."""
-        return self.dep.effects(srv.spec.role).kv_slots(rank.capacity)
+        return (eff or self.dep.effects(srv.spec.role)).kv_slots(rank.capacity)
 
     def match_prefix(self, srv: ServerSim, rank: RankSim, req: Req) -> RequestShape:
         """The request's shape at its prefill: a real prompt's cached part comes from the rank's prefix
@@ -116,12 +116,28 @@ class KVCache:
         held += sum(r.shape.prompt_tokens for r in rank.transfer) + sum(r.shape.prompt_tokens for r in rank.inflight)
         return held
 
-    def lost(self, srv: ServerSim, rank: RankSim) -> int:
-        """Tokens of the pool no request can have (full HBM: `hbm_full`)."""
-        return self.dep.effects(srv.spec.role).pool_lost(rank.max_total_tokens)
+    def promise(self, rank: RankSim, req: Req) -> None:
+        """`req` runs on the unified `rank` now: count the most KV it can ever hold there."""
+        self.release(req)
+        mine = self.writing(req, 0)
+        req.promise = mine.held + max(mine.max_new, req.shape.completion_tokens)
+        rank.promised += req.promise
+        req.promised_on = rank
 
-    def free(self, srv: ServerSim, rank: RankSim) -> int:
-        return rank.max_total_tokens - self.lost(srv, rank) - self.held(rank)
+    @staticmethod
+    def release(req: Req) -> None:
+        """`req` no longer runs where it was promised (finished, aborted or retracted)."""
+        rank = req.promised_on
+        if rank is not None:
+            rank.promised -= req.promise
+            req.promised_on = None
+
+    def lost(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> int:
+        """Tokens of the pool no request can have (full HBM: `hbm_full`); `eff`: the server's effects now."""
+        return (eff or self.dep.effects(srv.spec.role)).pool_lost(rank.max_total_tokens)
+
+    def free(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> int:
+        return rank.max_total_tokens - self.lost(srv, rank, eff) - self.held(rank)
 
     # --- the new-token ratio -------------------------------------------------------------------------
     def decay(self, rank: RankSim) -> None:
@@ -132,7 +148,7 @@ class KVCache:
         rank.ratio_t = now
 
     # --- admission -----------------------------------------------------------------------------------
-    def admits(self, srv: ServerSim, rank: RankSim, req: Req) -> bool:
+    def admits(self, srv: ServerSim, rank: RankSim, req: Req, eff: Effects | None = None) -> bool:
         """Whether the waiting `req` fits the unified rank's pool by SGLang's reservation (an idle rank takes
         it whatever it needs: SGLang refuses a prompt longer than the pool at the tokenizer)."""
         if not rank.running:
@@ -140,8 +156,11 @@ class KVCache:
         self.decay(rank)
         mine = self.writing(req, int(req.mark_done) + 1 if req.retracted else 0)
         extend = mine.held if req.retracted else req.shape.prompt_tokens - req.shape.cached_tokens
+        pool = rank.max_total_tokens - self.lost(srv, rank, eff)
+        if rank.promised + extend + min(max(mine.max_new - mine.written, 0), CLIP_MAX_NEW_TOKENS) < pool:
+            return True  # the pool holds all the running requests can ever hold: SGLang's count passes too
         running = [self.writing(r) for r in rank.running]
-        return admits(self.free(srv, rank), running, rank.new_token_ratio, extend, mine.max_new - mine.written)
+        return admits(self.free(srv, rank, eff), running, rank.new_token_ratio, extend, mine.max_new - mine.written)
 
     def decode_admits(self, srv: ServerSim, rank: RankSim, req: Req) -> bool:
         """Whether a PD decode rank preallocates `req`'s KV now."""
@@ -149,12 +168,14 @@ class KVCache:
         return not holding or decode_admits(self.free(srv, rank), holding, req.shape.prompt_tokens)
 
     # --- retraction ----------------------------------------------------------------------------------
-    def overflow_at(self, srv: ServerSim, rank: RankSim) -> float:
+    def overflow_at(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> float:
         """When the decoding requests will have filled the pool at their current rates (inf: never)."""
+        if rank.promised + len(rank.decoding) <= rank.max_total_tokens - self.lost(srv, rank, eff):
+            return math.inf  # all they can ever hold fits
         per_second = sum(1.0 / r.rate for r in rank.decoding if r.rate > 0)
         if not per_second:
             return math.inf
-        room = self.free(srv, rank) - len(rank.decoding)
+        room = self.free(srv, rank, eff) - len(rank.decoding)
         return self.dep.now + max(room, 0) / per_second
 
     def retract_excess(self, srv: ServerSim, rank: RankSim) -> None:
@@ -178,6 +199,7 @@ class KVCache:
         the last one retracted is the first to resume)."""
         scheduler = self.dep.scheduler
         for req in victims:
+            self.release(req)
             scheduler.close_segment(req, self.dep.now)
             del rank.decoding[req]
             del rank.running[req]

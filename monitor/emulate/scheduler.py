@@ -106,7 +106,7 @@ class Scheduler:
         rank.version += 1
         if t_next < math.inf:
             dep.schedule(t_next, self.rank_finish, (rank, rank.version))
-        if unified and len(rank.decoding) > 1 and (t_full := dep.kv.overflow_at(srv, rank)) < t_next:
+        if unified and len(rank.decoding) > 1 and (t_full := dep.kv.overflow_at(srv, rank, eff)) < t_next:
             dep.schedule(t_full, self.pool_full, (rank, rank.version))
 
     def pool_full(self, arg: tuple[RankSim, int]) -> None:
@@ -156,13 +156,15 @@ class Scheduler:
     def admit(self, srv: ServerSim, rank: RankSim) -> None:
         """A unified rank takes waiting requests while it has slots: prefill, then decode."""
         dep = self.dep
-        cap = dep.kv.capacity(srv, rank)
+        eff = dep.effects(srv.spec.role)
+        cap = dep.kv.capacity(srv, rank, eff)
         while rank.waiting and len(rank.running) < cap:
-            if not dep.kv.admits(srv, rank, rank.waiting[0]):
+            if not dep.kv.admits(srv, rank, rank.waiting[0], eff):
                 self.retry_later(rank)  # the ratio falls with every decode step: the reservation shrinks
                 break
             req = rank.waiting.popleft()
             rank.running[req] = None
+            dep.kv.promise(rank, req)
             if req.retracted:  # its KV is gone: prefill the prompt and its output so far again, then go on
                 tokens = req.shape.prompt_tokens + int(req.mark_done) + 1
                 seconds = dep.model.prefill_seconds(dep.rng, tokens, dep.effects(srv.spec.role).ttft)
@@ -280,6 +282,7 @@ class Scheduler:
         if req in rank.running:
             del rank.running[req]
             self.touch(rank)
+        self.dep.kv.release(req)
         rank.transfer.pop(req, None)
         rank.retracted.pop(req, None)
         if req in rank.prealloc:

@@ -56,6 +56,8 @@ class Req:
     kv_seconds: float = 0.0  # PD: how long its KV cache takes to move, and how many MB
     kv_mb: float = 0.0
     retracted: bool = False  # pushed back to the waiting queue by KV pressure; resumes where it was
+    promise: int = 0  # the most KV it can ever hold (prompt and all it may write), counted on ...
+    promised_on: RankSim | None = None  # ... this unified rank while it runs there
     alive: bool = True
     finished: bool = False  # the answering side has its final output
     prefill_done: bool = False  # PD: the prefill side has its final output
@@ -123,6 +125,7 @@ class RankSim:
         self.ratio_t = 0.0  # when the ratio was last decayed ...
         self.step_seconds = 0.0  # ... and the decode step time since then
         self.retry_pending = False  # a waiting request the pool's tokens held back is looked at again soon
+        self.promised = 0  # the running requests' promises (Req.promise): a pool that holds them all needs no count
         self.store = MetricStore()
         self.cache = PrefixCache(max_tokens)
         self.last_hit = 0.0
