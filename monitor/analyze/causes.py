@@ -22,7 +22,7 @@ from monitor.analyze.tuning import (
     ANALYSIS_ARRIVALS_CHANGE,
     ANALYSIS_CACHE_HIT_DROP,
     ANALYSIS_HBM_FREE_CHANGE,
-    ANALYSIS_KV_SHARE_CHANGE,
+    ANALYSIS_KV_UNHELD_SHARE,
     ANALYSIS_PREFILL_CHANGE,
     ANALYSIS_RATE_CHANGE,
     ANALYSIS_TEMPERATURE_RISE_CELSIUS,
@@ -50,7 +50,7 @@ TITLES: dict[str, str] = {
     HEALTHY: "no incident", OVERLOAD: "overload (demand above capacity)",
     DECODE_SLOWDOWN: "engine-side decode slowdown", PREFILL_SLOWDOWN: "engine-side prefill slowdown",
     ACCELERATOR_OVERHEAT: "accelerator overheating", ACCELERATOR_UNHEALTHY: "accelerator fault",
-    KV_CAPACITY: "KV cache capacity lost (HBM full)", SPEC_ACCEPT_DROP: "speculative accept-length drop",
+    KV_CAPACITY: "KV cache capacity lost (KV pool full)", SPEC_ACCEPT_DROP: "speculative accept-length drop",
     KV_TRANSFER_FAILURE: "PD KV transfer failures", KV_TRANSFER_SLOWDOWN: "PD KV transfer slowdown",
     RESTART: "server restart", SERVER_DOWN: "server down", GATEWAY_ERRORS: "gateway errors",
     CLIENT_GIVE_UP: "clients giving up (a client or gateway timeout)",
@@ -161,12 +161,14 @@ CAUSES: Final[tuple[Cause, ...]] = (
           (Moves(DECODE_SLOWDOWN, "bounded", "fewer accepted tokens per verify step: a longer ITL per token, by as "
                  "much as the accept length fell"),),
           "sglang:spec_accept_length (EAGLE / n-gram): tokens accepted per verify step"),
-    Cause(KV_CAPACITY, (Evidence("retractions", 0.0), Evidence("kv_per_running", ANALYSIS_KV_SHARE_CHANGE),
-                        Evidence("hbm", ANALYSIS_HBM_FREE_CHANGE)), LEVEL_ONSET, ("token_usage", "queued"),
+    Cause(KV_CAPACITY, (Evidence("retractions", 0.0), Evidence("kv_unheld", ANALYSIS_KV_UNHELD_SHARE, absolute=True, gate="unheld"),
+                        Evidence("hbm", ANALYSIS_HBM_FREE_CHANGE)), LEVEL_ONSET,
+          ("token_usage", "queued", "kv_per_running"),
           (Moves(DECODE_SLOWDOWN, "batch", "the pool holds the running requests' KV: a step is as slow as its batch"),
            Moves(PREFILL_SLOWDOWN, "work", "retracted requests are prefilled again, beside the arriving ones")),
-          "SGLang preallocates the KV pool (mem_fraction_static): a pool that shrank holds fewer tokens per "
-          "running request and retracts decodes (sglang:num_retracted_reqs)"),
+          "SGLang preallocates the KV pool (mem_fraction_static): tokens it lost are used and held by no running "
+          "request (token usage less the running requests' share), and decodes that no longer fit are retracted "
+          "(sglang:num_retracted_reqs); the chip's HBM does not move"),
     # Inferred arrivals (finished + the change of requests in the system) also rise when a slower engine holds
     # requests longer: they count only with more work served ("served"). Measured ones (SGLang's HTTP request
     # counter) always do: a saturated server cannot serve more, which is when they matter.
@@ -185,7 +187,8 @@ CAUSES: Final[tuple[Cause, ...]] = (
           ("queued", "running"),
           (Moves(PREFILL_SLOWDOWN, "bounded", "a PD prefill waits for its transfer before it frees its slot"),),
           "SGLang's PD transfer latency (sglang:kv_transfer_latency_ms)"),
-    Cause(PREFILL_SLOWDOWN, (Evidence("prefill_time", ANALYSIS_PREFILL_CHANGE),), LEVEL_ONSET, ("queued",),
+    Cause(PREFILL_SLOWDOWN, (Evidence("prefill_time", ANALYSIS_PREFILL_CHANGE),), LEVEL_ONSET,
+          ("queued", "kv_per_running"),
           (Moves(DECODE_SLOWDOWN, "bounded", "on a mixed server prefill chunks run between decode steps"),),
           "TTFT less the queue wait (mixed), less the other PD stages (PD), or the prefill_forward stage"),
     # ITL is each request's decode speed measured per token; throughput over the running gauge is two noisy samples

@@ -52,7 +52,7 @@ from monitor.analyze.causes import (
 from monitor.analyze.correlate import CHANGE_RUN, CHANGE_Z, median, spread
 from monitor.analyze.giveup import GIVE_UP_MIN, give_up
 from monitor.analyze.model import Dataset, Values
-from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, SYMPTOM, Signal
+from monitor.analyze.signals import CAPACITY, CONSEQUENCE, DEMAND, EVENT, SYMPTOM, Signal, unheld
 from monitor.analyze.sli import SliTrack
 from monitor.analyze.steady import bad_shares, steady
 from monitor.analyze.timeparse import iso
@@ -433,6 +433,24 @@ def _served(c: Context, s: Shift) -> bool:
                and at - c.tie <= c.sh[k].changed_at <= at + 2 * c.tie for k in ("finished", "throughput"))
 
 
+def _unheld(c: Context, s: Shift) -> bool:
+    """KV no running request holds counts as a pool that lost tokens only past what the requests in prefill hold:
+    each holds its prompt's KV outside the running batch, and by Little's law there are arrivals x prefill time of
+    them, so a slower prefill or more arrivals hold more there (each about what a running request held through the
+    baseline). What is left must reach the signal's own threshold. This reads both levels whether or not they moved
+    (a prefill 1.3x slower on a busy server holds a tenth of the pool more) and before the prefill time itself, which
+    is measured only as each prefill ends."""
+    pre, kv, arr = c.sh.get("prefill_time"), c.sh.get("kv_per_running"), c.sh.get("arrivals")
+    rise = (s.incident or 0.0) - (s.baseline or 0.0)
+    extra = 0.0
+    if pre is not None and kv is not None and arr is not None and kv.baseline is not None:
+        levels = (pre.baseline, pre.incident, arr.baseline, arr.incident)
+        if all(x is not None for x in levels):
+            w0, w1, l0, l1 = levels
+            extra = max(l1 * w1 - l0 * w0, 0.0) * kv.baseline  # type: ignore[operator]
+    return rise > extra + _slack(s)
+
+
 def _fallback(c: Context, s: Shift, own: Sequence[Evidence] = ()) -> bool:
     """Read only when none of the mechanism's other own signals has a baseline to compare with."""
     return not any(e.key != s.signal.key and e.key in c.sh and c.sh[e.key].baseline is not None for e in own)
@@ -468,7 +486,8 @@ def _gate(name: str) -> Callable[..., bool]:
     return lambda c, s, own=(): read(c, s, own) and size(c, s, own)
 
 
-GATES: Final = {"served": lambda c, s, own: _served(c, s), "fallback": _gate("fallback"), "paced": _gate("paced")}
+GATES: Final = {"served": lambda c, s, own: _served(c, s), "unheld": lambda c, s, own: _unheld(c, s),
+                 "fallback": _gate("fallback"), "paced": _gate("paced")}
 
 
 def _dismissed(c: Context) -> list[Shift]:
@@ -718,6 +737,9 @@ def verdict(ds: Dataset, tracks: dict[str, SliTrack], signals: dict[str, Signal]
     `signals.derive` gives for `ds` and `tracks`. A baseline that is not `independent` of the range (taken from
     inside it) caps the confidence at medium (#32 item 6)."""
     half = half_width(ds.step, window)
+    kv = unheld(signals.get("kv_per_running"), base_idx)  # read against the baseline's own KV per request
+    if kv is not None:
+        signals = {**signals, kv.key: kv}
     sh = shifts(signals, ds.times, base_idx, focus, ds.step, half)
     dropped = _gate_give_up(ds, sh, base_idx, focus)
     tie = (half + 1) * ds.step  # smoothing blurs timing by this much: closer is "together", not "before"

@@ -15,6 +15,7 @@ conservation: arrivals in a step = requests finished in it + the change of reque
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -311,6 +312,23 @@ def ratio_signal(key: str, label: str, side: str, unit: str, parts: Column, wors
     """A signal from (numerator, denominator) columns, or from plain values."""
     pair = parts if parts and isinstance(parts[0], tuple) else None
     return Signal(key, label, side, unit, values_of(parts, min_den), worse, pair, min_den)  # type: ignore[arg-type]
+
+
+def unheld(kv: Signal | None, base_idx: Sequence[int]) -> Signal | None:
+    """KV usage the running requests do not hold, as a share of the pool: usage less the running requests times
+    what each held through the baseline (its median KV per running request). SGLang preallocates the pool, so a
+    pool that lost tokens (a leak, pinned cache) shows here and not on the chip's HBM; requests being prefilled hold
+    their prompts here too (diagnose: a slower prefill's share is bounded by Little's law)."""
+    if kv is None or kv.parts is None:
+        return None
+    usage, running = kv.parts
+    per = [u / r for i in base_idx if i < len(usage) and (u := usage[i]) is not None
+           and (r := running[i]) is not None and r >= kv.min_den]
+    if not per:
+        return None
+    a = statistics.median(per)
+    values = tuple(None if u is None or r is None else u - a * r for u, r in zip(usage, running))
+    return Signal("kv_unheld", "KV cache no running request holds", CAPACITY, "ratio", values)
 
 
 def derive(ds: Dataset, tracks: dict[str, SliTrack]) -> dict[str, Signal]:

@@ -20,7 +20,12 @@ ANALYSIS_RATE_CHANGE: Final = 1.25  # prompt/output length, per-request decode s
 ANALYSIS_ARRIVALS_CHANGE: Final = 1.5
 ANALYSIS_PREFILL_CHANGE: Final = 1.5  # prefill time per request, PD stages, KV transfer time
 ANALYSIS_ACCEPT_CHANGE: Final = 1.2  # speculative accept length
-ANALYSIS_KV_SHARE_CHANGE: Final = 2.5  # KV cache per running request (the cache shrank: more than prefill stalls)
+# KV cache no running request holds, a share of the pool (signals.unheld: usage less the running requests times what
+# each held through the baseline): SGLang preallocates the pool, so KV it lost shows here, not on the chip's HBM.
+# 15 % of the pool, past the baseline's own noise band and past what the requests in prefill hold (diagnose._unheld).
+# Before, KV per running request 2.5x: the emulator's full HBM took slots, not tokens, and a prefill stall moves
+# that ratio 1.5x.
+ANALYSIS_KV_UNHELD_SHARE: Final = 0.15
 ANALYSIS_CONSEQUENCE_CHANGE: Final = 1.5  # running, queue, KV usage, throughput: named as consequences from here
 ANALYSIS_POWER_RISE: Final = 1.1  # accelerator power: a rise this large before the warming makes it load
 # Absolute steps above the signal's own baseline level.

@@ -7,7 +7,7 @@ stream, the servers and the requests in flight; its parts move them:
     paired by `bootstrap_room`), and the ends that come early (client gone, bootstrap timeout, restart);
   - scheduler.py: admission to each DP rank's slots, prefill, the decode batch and its step loop;
   - disaggregation.py: PD preallocation, bootstrap, prefill and the KV transfer between the two sides;
-  - prefix_cache.py: each rank's KV slots under incidents, retraction, the prefix cache, token usage;
+  - prefix_cache.py: each rank's KV pool (admission by tokens, retraction), the prefix cache, token usage;
   - incidents.py: what an active incident does to step times, accept length, slots, transfers, chips;
   - observe.py: the counters and histograms SGLang observes, and the request-metrics log;
   - exposition.py: the gauges read off a rank when scraped, and what /metrics renders.

@@ -271,7 +271,7 @@ def npu_chip_values(dep: ScrapedDeployment, chip: int) -> dict[str, float]:
     wobble = ((chip * 7919) % 13) / 13.0  # fixed per-chip spread (cooling, silicon): the capture's 30-33 degC
     power = eff.chip_power(IDLE_WATTS + 10.0 * wobble, DYNAMIC_WATTS * load)
     temp = eff.chip_temperature(COOLANT_CELSIUS + 3.0 * wobble + CELSIUS_PER_WATT * (power - IDLE_WATTS))
-    hbm = eff.hbm_used(HBM_TOTAL_MB * HBM_POOL_SHARE, HBM_TOTAL_MB)
+    hbm = HBM_TOTAL_MB * HBM_POOL_SHARE  # preallocated: flat with load and with the KV cache's state
     return {
         "npu_chip_info_health_status": 1.0,
         "npu_chip_info_temperature": round(temp + TEMPERATURE_NOISE_CELSIUS * _noise(dep, chip, "t")),

@@ -8,13 +8,15 @@ the emulator started.
 Overheating is thermal whatever the ramp: the chip heats towards HEAT_PER_SLOWDOWN degrees per unit of
 slowdown above its normal temperature with a THERMAL_TAU time constant, throttles (decode slows) once it is
 THROTTLE_MARGIN_CELSIUS past where its cooling holds it, in proportion to how far, and cools the same way after
-the incident ends. A full HBM leaves
-`factor` of the KV pool: token usage is measured against what is left, HBM use rises by what was lost.
+the incident ends. A full KV cache
+(`hbm_full`) leaves `factor` of the pool's tokens to the requests: SGLang preallocates the pool at start, so the
+chip's HBM use does not move; the tokens lost count as used in token usage, fewer requests are admitted by tokens
+and decodes that no longer fit are retracted (kv_budget.py).
 
 `effects()` sums up the incidents active on one role at one time; `Effects` says what that does to the
 engine: decode step times and the accepted speculative length (a request's decode rate), prefill time,
-arrivals, the KV slots left (fewer requests fit; the scheduler retracts the rest), KV transfers that
-fail, the chip's temperature and HBM, and whether the server answers at all.
+arrivals, the KV pool's tokens left, KV transfers that
+fail, the chip's temperature, and whether the server answers at all.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ KINDS: tuple[str, ...] = (
     "down",  # listener closed: the port refuses connections until it ends
     "npu_overheat",  # chip heats (HEAT_PER_SLOWDOWN per unit of `factor`) and throttles: decode and prefill up to
     # `factor` slower (a throttle lowers the clocks every kernel runs at, not one phase's)
-    "hbm_full",  # HBM use and token_usage near 100 %: `factor` (0..1) of the KV slots is left; the excess retracted
+    "hbm_full",  # the KV cache full: `factor` (0..1) of the pool's tokens is left; fewer admitted, decodes retracted
     "metrics_disabled",  # /metrics answers 404 (server launched without --enable-metrics)
     "kv_transfer_failure",  # PD: this share (`factor`, 0..1) of KV transfers fails; the request aborts
     "spec_accept_drop",  # speculative decoding accepts `factor` times fewer tokens per step (no effect without it)
@@ -53,9 +55,6 @@ THERMAL_TAU = 40.0
 # chip never gets there). Past it the clocks drop in proportion, to the full `factor` at the incident's full heat,
 # so the warming leads the slowdown (a weak x1.2, +8 degC, throttles once it has warmed by 2).
 THROTTLE_MARGIN_CELSIUS = 2.0
-# Share of a chip's HBM that the KV pool takes (mem-fraction-static less weights and activations): HBM use
-# rises by this much of the total for all of the KV pool lost.
-KV_POOL_HBM_SHARE = 0.6
 RAMP_STEP = 5.0  # while an incident ramps (or a chip heats or cools), rates are recomputed this often
 _ids = itertools.count(1)
 
@@ -78,7 +77,7 @@ class Incident:
             raise ValueError(f"kv_transfer_failure: factor is the share of transfers that fail (0 < f <= 1), "
                              f"got {self.factor:g}")
         if self.kind == "hbm_full" and not 0 < self.factor <= 1:
-            raise ValueError(f"hbm_full: factor is the share of KV slots left (0 < f <= 1), got {self.factor:g}")
+            raise ValueError(f"hbm_full: factor is the share of the KV pool left (0 < f <= 1), got {self.factor:g}")
         if self.kind == "spec_accept_drop" and self.factor < 1:
             raise ValueError(f"spec_accept_drop: factor is how many times the accept length falls (>= 1), "
                              f"got {self.factor:g}")
@@ -174,7 +173,7 @@ class Effects:
     ttft: float = 1.0
     arrivals: float = 1.0
     hbm_full: bool = False
-    kv_share: float = 1.0  # share of the KV slots left (hbm_full)
+    kv_share: float = 1.0  # share of the KV pool's tokens left (hbm_full)
     accept_drop: float = 1.0  # speculative accept length divided by this
     overheat: bool = False
     heat: float = 0.0  # degrees Celsius an overheating chip runs above its normal temperature
@@ -198,19 +197,10 @@ class Effects:
         step means more steps for the same tokens."""
         return base_tpot * step * (accept / self.accepted(accept) if accept else 1.0)
 
-    def kv_slots(self, capacity: int) -> int:
-        """Running slots of a rank: full HBM leaves fewer KV slots, so fewer requests fit and the rest wait."""
-        return max(1, int(capacity * self.kv_share)) if self.hbm_full else capacity
-
     def pool_lost(self, total: int) -> int:
-        """Tokens of a KV pool of `total` that the requests cannot have while HBM is full (what `kv_slots` leaves
-        fewer slots for, in tokens: the budget admits and retracts against the rest, kv_budget.py)."""
+        """Tokens of a KV pool of `total` that no request can have while the KV cache is full (`hbm_full`):
+        SGLang's pool is preallocated, so what it lost is held (a leak, pinned cache), not given back to HBM."""
         return int(total * (1.0 - self.kv_share)) if self.hbm_full else 0
-
-    def token_usage(self, usage: float) -> float:
-        """The KV pool's usage as the scheduler reports it, `usage` being the share of the whole pool held:
-        against what is left of it while HBM is full."""
-        return min(usage / self.kv_share, 1.0) if self.hbm_full else usage
 
     def arrival_rate(self, base: float, nominal: float) -> float:
         """Synthetic arrivals per second; `queue_buildup` adds other clients even with synthetic load off."""
@@ -228,12 +218,6 @@ class Effects:
     def chip_power(self, idle: float, dynamic: float) -> float:
         """Watts: a throttled chip runs its clocks slower and draws less for the same work."""
         return idle + dynamic / self.throttle
-
-    def hbm_used(self, normal: float, total: float) -> float:
-        """HBM in use (MB): what the KV pool lost is held by something else (never more than the chip has)."""
-        if not self.hbm_full:
-            return normal
-        return min(normal + (1.0 - self.kv_share) * KV_POOL_HBM_SHARE * total, total * 0.995)
 
 
 def _toward(factor: float, strength: float) -> float:

@@ -6,8 +6,8 @@ room for every slot's nominal prompt and answer and a quarter more), preallocate
 tokens as SGLang admits them (kv_budget.py: a new request needs its prompt and all it may write beside what the
 running ones are expected to write, at the new-token ratio); when the decoding requests fill the pool, the next step
 retracts the ones that wrote least: they go back to the front of the waiting queue, re-prefill their prompt and
-output so far when admitted, and resume decoding without a new TTFT. Full HBM (`hbm_full`) leaves fewer slots
-and as much less of the pool: the unified rank retracts the decoding requests beyond them (newest first). Token usage is read off the requests that hold KV: the prompt and output so far of those
+output so far when admitted, and resume decoding without a new TTFT. A full KV cache (`hbm_full`) leaves part of
+the pool to the requests (SGLang's pool is preallocated: the chip's HBM does not move). Token usage is read off the requests that hold KV: the prompt and output so far of those
 decoding, the prompt of those prefilling, in transfer or in flight. A real prompt's cached part comes from the
 rank's radix cache (radix_cache.py `PrefixCache`, which the rank owns).
 """
@@ -76,9 +76,8 @@ class KVCache:
         self.dep = dep
 
     def capacity(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> int:
-        """Running slots of the rank now (full HBM leaves fewer KV slots: the rest wait); the pool's tokens admit
-        within them."""
-        return (eff or self.dep.effects(srv.spec.role)).kv_slots(rank.capacity)
+        """Running slots of the rank (max_running_requests / dp); the pool's tokens admit within them."""
+        return rank.capacity
 
     def match_prefix(self, srv: ServerSim, rank: RankSim, req: Req) -> RequestShape:
         """The request's shape at its prefill: a real prompt's cached part comes from the rank's prefix
@@ -133,7 +132,7 @@ class KVCache:
             req.promised_on = None
 
     def lost(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> int:
-        """Tokens of the pool no request can have (full HBM: `hbm_full`); `eff`: the server's effects now."""
+        """Tokens of the pool no request can have (a full KV cache: `hbm_full`); `eff`: the server's effects now."""
         return (eff or self.dep.effects(srv.spec.role)).pool_lost(rank.max_total_tokens)
 
     def free(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> int:
@@ -179,10 +178,8 @@ class KVCache:
         return self.dep.now + max(room, 0) / per_second
 
     def retract_excess(self, srv: ServerSim, rank: RankSim) -> None:
-        """KV room for fewer requests than are running (full HBM leaves fewer slots): retract the newest decoding
-        ones; then, where the next decode step does not fit the pool's tokens, as SGLang's retract_decode does."""
-        cap = self.capacity(srv, rank)
-        self._retract(srv, rank, list(rank.decoding)[::-1][:max(len(rank.running) - cap, 0)])
+        """The next decode step does not fit the pool's tokens: retract as SGLang's retract_decode does (fewest
+        output tokens first) and set the new-token ratio from the requests kept."""
         decoding = list(rank.decoding)
         free = self.free(srv, rank)
         if len(decoding) < 2 or free > len(decoding):
@@ -212,13 +209,11 @@ class KVCache:
             scheduler.touch(rank)
 
     def usage(self, rank: RankSim, eff: Effects) -> KVUsage:
-        """What the rank's requests hold at `now` (and what a full HBM makes of it)."""
+        """What the rank's requests hold at `now`; tokens a full KV cache lost count as used, as SGLang counts
+        every token not free (num_used_tokens = total - available - evictable)."""
         done = {r: r.tokens(self.dep.now) for r in rank.decoding}
         seq = sum(r.shape.prompt_tokens + done[r] for r in rank.decoding)
-        held = self.held(rank)
         total = rank.max_total_tokens
-        usage = eff.token_usage(min(held / total, 1.0))
-        pool = total * eff.kv_share if eff.hbm_full else total  # what a full HBM leaves of the KV pool
-        used = min(held, pool)
-        evictable = max(min(pool - used, pool * 0.1 * (1 if self.dep.model.prefix_hit else 0.2)), 0.0)
-        return KVUsage(seq, usage, used, evictable, total)
+        used = min(self.held(rank) + eff.pool_lost(total), total)
+        evictable = max(min(total - used, total * 0.1 * (1 if self.dep.model.prefix_hit else 0.2)), 0.0)
+        return KVUsage(seq, used / total, used, evictable, total)

@@ -365,10 +365,15 @@ def test_a_faint_warming_the_chips_power_explains_is_load_not_a_trace_of_overhea
 
 
 def test_no_incident_is_not_said_with_confidence_when_a_consequence_moved_without_a_cause():
+    # Token usage that follows the running requests is theirs (Little's law); usage that doubles while they stay
+    # is KV no running request holds: a pool that lost tokens, named (test below), not a consequence.
     usage = [0.2] * 80 + [0.4] * (N - 80)
     v = analyze(_engine(None, None, load__server__token_usage=usage), 600, 1190, 60).verdict
+    assert v.mechanism == KV_CAPACITY and v.cause.signal.key == "kv_unheld", v.headline
+    queued = [1.0] * 80 + [3.0] * (N - 80)
+    v = analyze(_engine(None, None, load__server__num_queue_reqs=queued), 600, 1190, 60).verdict
     assert v.mechanism == HEALTHY and v.confidence == "low", v.headline
-    assert "KV token usage rose 2.0x" in v.headline and "with no cause found" in v.headline, v.headline
+    assert "queued requests rose 3.0x" in v.headline and "with no cause found" in v.headline, v.headline
 
 
 def test_a_slowdown_too_large_for_a_grown_batch_is_named_under_an_overload_even_when_simultaneous():
@@ -489,3 +494,44 @@ def test_a_baseline_burstier_than_poisson_widens_what_a_surge_must_pass(bursty, 
         arr[i] = 3.6
     v = analyze(_engine(None, None, rate__arrived_total=arr), 600, 1190, 60).verdict
     assert v.shifts["arrivals"].moved == want, v.shifts["arrivals"]
+
+
+def test_kv_no_running_request_holds_names_a_pool_that_lost_tokens_while_the_chips_hbm_stays_flat():
+    # From 800 s 40 % of the pool is held by no request (a leak, pinned cache): token usage rises by that share,
+    # the running requests and their own KV do not change, and HBM on the chip does not move (preallocated).
+    rnd = random.Random(11)
+    running = [20.0 * (1 + 0.03 * rnd.uniform(-1, 1)) for _ in range(N)]
+    usage = [r * 0.015 + (0.4 if i >= 80 else 0.0) for i, r in enumerate(running)]
+    ds = _dataset([2.0] * N, load__server__num_running_reqs=running, load__server__token_usage=usage,
+                  load__server__gen_throughput=[800.0] * N, load__server__num_queue_reqs=[0.0] * N,
+                  accel__memory_ratio_max=[0.9] * N)
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert v.mechanism == KV_CAPACITY and v.cause.signal.key == "kv_unheld", v.headline
+    assert v.shifts["kv_unheld"].incident == pytest.approx(0.4, abs=0.02) and not v.shifts["hbm"].moved
+    # The same usage following the running requests (Little's law) is no pool lost.
+    ds = _dataset([2.0] * N, load__server__num_running_reqs=[r * (2 if i >= 80 else 1) for i, r in
+                                                               enumerate(running)],
+                  load__server__token_usage=[r * 0.015 * (2 if i >= 80 else 1) for i, r in enumerate(running)],
+                  load__server__gen_throughput=[800.0] * N, load__server__num_queue_reqs=[0.0] * N)
+    v = analyze(ds, 600, 1190, 60).verdict
+    assert not v.shifts["kv_unheld"].moved and v.mechanism != KV_CAPACITY, v.headline
+
+
+def test_kv_outside_the_batch_counts_only_past_what_requests_in_prefill_hold_by_littles_law():
+    from monitor.analyze.diagnose import Context, Shift, _unheld
+    from monitor.analyze.signals import Signal
+
+    def shift(key: str, base: float, inc: float) -> Shift:
+        return Shift(Signal(key, key, "capacity", "s", ()), base, inc, 300.0, True)
+
+    def counts(rise: float, arrivals: tuple[float, float], prefill: tuple[float, float]) -> bool:
+        sh = {"arrivals": shift("arrivals", *arrivals), "prefill_time": shift("prefill_time", *prefill),
+              "kv_per_running": shift("kv_per_running", 0.05, 0.07)}
+        return _unheld(Context(sh, {}, (), range(0), 1, 10.0, 20.0), shift("kv_unheld", 0.0, rise))
+
+    # Prefill 2.7 s longer at 2 req/s: 5.4 more requests in prefill, 5 % of the pool each, 0.27 (+ 0.15 threshold).
+    assert not counts(0.4, (2.0, 2.0), (0.9, 3.6)) and counts(0.5, (2.0, 2.0), (0.9, 3.6))
+    # Arrivals x2 at the same prefill time: 1.8 more in prefill, 0.09.
+    assert not counts(0.2, (2.0, 4.0), (0.9, 0.9)) and counts(0.4, (2.0, 4.0), (0.9, 0.9))
+    # Nothing in prefill changed: a sixth of the pool held by no request counts.
+    assert counts(0.17, (2.0, 2.0), (0.9, 0.9)) and not counts(0.12, (2.0, 2.0), (0.9, 0.9))

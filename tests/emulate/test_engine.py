@@ -6,6 +6,7 @@ import pytest
 
 from monitor.conventions.slis import SLI_FAMILIES
 from monitor.emulate.engine import EmulatedDeployment
+from monitor.emulate.exposition import npu_chip_values
 from monitor.emulate.incidents import Incident, parse_spec
 from monitor.emulate.ingress import client_patience
 from monitor.emulate.loadgen import LoadShape
@@ -188,16 +189,28 @@ def test_down_and_metrics_disabled_are_flags_for_the_listeners(config):
     assert not dep.effects("decode").down and not dep.effects("prefill").metrics_disabled
 
 
-def test_hbm_full_raises_token_usage_by_the_share_of_the_pool_lost(config):
+def test_hbm_full_counts_the_tokens_lost_as_used_and_admits_fewer(config):
     dep = EmulatedDeployment(config.deployment("mixed"), seed=8)
     dep.advance(600)
     srv = dep.servers[0]
-    before = dep.rank_gauges(srv, srv.ranks[0])["sglang:token_usage"]
-    assert 0.05 < before < 0.5
-    dep.add_incident(Incident("mixed", "hbm_full", factor=0.5, start=dep.now))  # half the pool is left
-    dep.advance(60)
-    after = dep.rank_gauges(srv, srv.ranks[0])["sglang:token_usage"]
-    assert 1.5 * before < after < 0.97  # read against what is left, not pinned near 100 %
+    rank = srv.ranks[0]
+    before = dep.rank_gauges(srv, rank)["sglang:token_usage"]
+    running = len(rank.running)
+    assert 0.05 < before < 0.6
+    dep.add_incident(Incident("mixed", "hbm_full", factor=0.15, start=dep.now))  # room for about 6 requests left
+    waiting, most = 0, 0
+    for _ in range(60):
+        dep.advance(1)
+        held = dep.kv.held(rank)
+        assert held <= rank.max_total_tokens * 0.15 + len(rank.decoding)  # never more than is left
+        waiting, most = max(waiting, len(rank.waiting)), max(most, len(rank.running))
+    g = dep.rank_gauges(srv, rank)
+    assert before + 0.6 < g["sglang:token_usage"] <= 1.0  # SGLang counts every token not free as used
+    assert g["sglang:num_used_tokens"] >= rank.max_total_tokens * 0.85
+    assert most < running and waiting > 0  # admitted by tokens: the rest wait
+    hbm = npu_chip_values(dep, 0)["npu_chip_info_hbm_used_memory"]
+    dep.clear_incidents()
+    assert npu_chip_values(dep, 0)["npu_chip_info_hbm_used_memory"] == hbm  # preallocated: the chip never sees it
 
 
 def retracted(srv) -> float:
@@ -212,18 +225,20 @@ def test_hbm_full_retracts_what_no_longer_fits_and_the_retracted_requests_resume
     running = len(rank.running)
     assert retracted(srv) == 0 and running > 4
     finished = dep.finished
-    dep.add_incident(Incident("mixed", "hbm_full", factor=0.125, start=dep.now, duration=120))  # 32 slots -> 4
+    dep.add_incident(Incident("mixed", "hbm_full", factor=0.05, start=dep.now, duration=120))  # ~2 requests' room
     dep.advance(0.001)
-    assert retracted(srv) == len(rank.retracted) > 0 and len(rank.running) <= 4
+    assert retracted(srv) == len(rank.retracted) > 0
+    held = dep.kv.held(rank)
+    assert held <= rank.max_total_tokens * 0.05 + len(rank.decoding) or len(rank.decoding) == 1  # the rest fit
     assert dep.rank_gauges(srv, rank)["sglang:num_retracted_reqs"] == len(rank.retracted)
     tokens = rank.store.counter_value("sglang:num_retracted_output_tokens")
     assert tokens >= len(rank.retracted)  # each had produced at least its first token
     dep.advance(60)
-    assert len(rank.running) <= 4 and len(rank.waiting) > 0  # fewer slots: the rest queue
+    assert len(rank.waiting) > 0  # fewer fit: the rest queue
     dep.advance(600)
     assert not rank.retracted and not rank.waiting and dep.finished > finished  # all resumed and finished
     assert Incident("mixed", "hbm_full").factor == 1.0 and parse_spec("mixed:hbm_full").factor == 0.7
-    with pytest.raises(ValueError, match="share of KV slots"):
+    with pytest.raises(ValueError, match="share of the KV pool"):
         Incident("mixed", "hbm_full", factor=2)
 
 

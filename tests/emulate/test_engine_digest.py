@@ -13,7 +13,9 @@ kernel runs at); and again when it made the chips' healthy temperature, power an
 each reading's noise), the throttle start past a margin, and clients' timeouts differ; and again when it made the
 KV pool admit by tokens as SGLang does (kv_budget.py: the new-token ratio, retraction when a decode step no longer
 fits). That last one left every request where it was (the request log's digest held): the mixed pages' digest moved
-only by the next pending event, the pool's own look at when it fills.
+only by the next pending event, the pool's own look at when it fills. And again when a full KV cache (`hbm_full`)
+became tokens of a preallocated pool that no request can have, with the chip's HBM flat, instead of slots taken
+and HBM risen.
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ CHECKPOINTS = (2.0, 60.0, 130.0, 150.0, 205.0, 215.0, 290.0, 341.0, 348.5, 360.0
 
 # sha256 of (the /metrics pages at every checkpoint, NPU pages, state) and of the request log.
 DIGESTS = {
-    "mixed": ("b8711d34fc61a201731756f5f7c8feba3ab7f327502f207b0093c29b533c8cb6",
-              "5e23f024a36effbb6dbe939ea79b3605003b574f77f9ef1b2c5a4276cb4dd89c"),
-    "pd": ("91935a1c102b37f75fdab0ad9c8ad593047eb42fdab7dd2f27fd0d8f298fb18b",
-           "7a6266a73223ac7c2cc328d84d7699bea3a4e5378f529e658f4bd33e98d4c873"),
+    "mixed": ("baaf90bebb207d7e560ab3f75e79b67a6f3e8f9caa6681e0aa7ca4e49d4268d0",
+              "806303833c516f2a50d88c13e42753d7d72d6d97392567cacdf22211951f96b8"),
+    "pd": ("82ea80661b9fce9c962dda4a9bd9977525063f67a24fd8f734bdc96ea9297bbc",
+           "05ac0921113f67c87ca326e7c3ce8ec79d463733adfe7a6113a71940efdfb31f"),
 }
 
 

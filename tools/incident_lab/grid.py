@@ -129,8 +129,8 @@ def _x(*factors: float) -> list[tuple[float, str]]:
 # The emulator's knobs (monitor/emulate/incidents.py). Magnitudes are each kind's own scale:
 # - npu_overheat: FACTOR is the throttle at full heat; the chip heats by HEAT_PER_SLOWDOWN degC per unit of it
 #   (x1.2 / x1.5 / x1.9: +8 / +20 / +36 degC) with a THERMAL_TAU time constant, and cools the same way after.
-# - hbm_full: FACTOR is the share of KV slots left; token usage is read against what is left, HBM use rises by
-#   what was lost.
+# - hbm_full: FACTOR is the share of the KV pool's tokens left to the requests; the rest counts as used (token usage),
+#   and the chip's HBM does not move (SGLang preallocates the pool).
 # - restart: the duration is how long the server is down while it restarts (0: an instant restart).
 CELLS: Final[tuple[Cell, ...]] = (
     # Busy but healthy: "the SLO does not hold at this steady load" is a "no incident" too (nothing changed).
@@ -147,7 +147,7 @@ CELLS: Final[tuple[Cell, ...]] = (
     *_single("npu-overheat", "npu_overheat", m.ACCELERATOR_OVERHEAT, "llama",
              [(f, f"+{HEAT_PER_SLOWDOWN * (f - 1):.0f} °C, decode x{f:g}") for f in (1.2, 1.5, 1.9)]),
     *_single("hbm-full", "hbm_full", m.KV_CAPACITY, "llama",
-             [(f, f"{f:.0%} of KV slots left") for f in (0.9, 0.6, 0.3)]),
+             [(f, f"{f:.0%} of the KV pool left") for f in (0.9, 0.6, 0.3)]),
     *_single("kv-transfer-failure", "kv_transfer_failure", m.KV_TRANSFER_FAILURE, "pd",
              [(f, f"{f:.0%} of transfers fail") for f in (0.05, 0.2, 0.5)]),
     *_single("pd-prefill-slow", "ttft_spike", m.PREFILL_SLOWDOWN, "pd",
@@ -546,7 +546,7 @@ def signatures(results: Sequence[Result]) -> list[str]:
 
 
 def pinned(results: Sequence[Result]) -> str:
-    """Whether the temperature (overheating) and token usage (HBM full) peaks followed the magnitude."""
+    """Whether the temperature (overheating) and token usage (KV pool full) peaks followed the magnitude."""
     out = []
     for scenario, key, what, unit, tol in (("npu-overheat", "temperature", "the hottest chip", " °C", 2.0),
                                            ("hbm-full", "token_usage", "KV token usage", "", 0.02),
