@@ -584,8 +584,8 @@ def _scales() -> str:
     """The overheating and HBM-full magnitudes the cells inject, from CELLS (a hand-written copy went stale)."""
     heat = [HEAT_PER_SLOWDOWN * (c.injects[0].factor - 1) for c in CELLS if c.scenario == "npu-overheat"]
     left = [c.injects[0].factor for c in CELLS if c.scenario == "hbm-full"]
-    return (f"{' / '.join(f'+{h:.0f}' for h in heat)} °C and {' / '.join(f'{x:.0%}'[:-1] for x in left)} % of KV "
-            "slots left")
+    return (f"{' / '.join(f'+{h:.0f}' for h in heat)} °C and {' / '.join(f'{x:.0%}'[:-1] for x in left)} % of the KV "
+            "pool left")
 
 
 def section(grid: Grid, *, cut: str = "") -> str:
