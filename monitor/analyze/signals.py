@@ -15,11 +15,11 @@ conservation: arrivals in a step = requests finished in it + the change of reque
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from monitor.analyze.correlate import median
 from monitor.analyze.model import Dataset, Values
 from monitor.analyze.sli import SliTrack, step_means
 from monitor.conventions.names import (
@@ -326,7 +326,7 @@ def unheld(kv: Signal | None, base_idx: Sequence[int]) -> Signal | None:
            and (r := running[i]) is not None and r >= kv.min_den]
     if not per:
         return None
-    a = statistics.median(per)
+    a = median(per)
     values = tuple(None if u is None or r is None else u - a * r for u, r in zip(usage, running))
     return Signal("kv_unheld", "KV cache no running request holds", CAPACITY, "ratio", values)
 

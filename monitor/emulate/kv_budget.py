@@ -43,10 +43,18 @@ class Writing:
     max_new: int  # the most it may write in all (max_new_tokens)
     ignore_eos: bool  # the client asked for all of max_new_tokens
 
+    def left(self) -> int:
+        """What it may still write, as SGLang counts it for the budget (clipped)."""
+        return clipped(self.max_new - self.written)
+
     def expected(self, ratio: float) -> float:
         """Tokens set aside for what it is still expected to write (PrefillAdder's running-request offset)."""
-        left = min(max(self.max_new - self.written, 0), CLIP_MAX_NEW_TOKENS)
-        return left * (1.0 if self.ignore_eos else ratio)
+        return self.left() * (1.0 if self.ignore_eos else ratio)
+
+
+def clipped(tokens: int) -> int:
+    """Tokens still to write as the budget counts them: none below 0, at most CLIP_MAX_NEW_TOKENS."""
+    return min(max(tokens, 0), CLIP_MAX_NEW_TOKENS)
 
 
 def decayed(ratio: float, steps: float) -> float:
@@ -58,7 +66,7 @@ def admits(pool_free: float, running: list[Writing], ratio: float, extend: int, 
     """Whether a request whose prefill puts `extend` tokens in the pool, and that may write `may_write` more,
     fits beside the running requests (`pool_free`: tokens neither held nor lost)."""
     reserved = sum(w.expected(ratio) for w in running)
-    return extend + min(max(may_write, 0), CLIP_MAX_NEW_TOKENS) < pool_free - reserved
+    return extend + clipped(may_write) < pool_free - reserved
 
 
 def retraction(pool_free: float, decoding: list[Writing], prompts: list[int]) -> list[int]:

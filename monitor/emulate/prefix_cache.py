@@ -75,7 +75,7 @@ class KVCache:
     def __init__(self, dep: KVHost) -> None:
         self.dep = dep
 
-    def capacity(self, srv: ServerSim, rank: RankSim, eff: Effects | None = None) -> int:
+    def capacity(self, srv: ServerSim, rank: RankSim) -> int:
         """Running slots of the rank (max_running_requests / dp); the pool's tokens admit within them."""
         return rank.capacity
 
@@ -109,11 +109,18 @@ class KVCache:
     def held(self, rank: RankSim) -> int:
         """Tokens the rank's requests hold now: prompt and output so far of those decoding, the prompt of
         those prefilling, in transfer or in flight."""
+        return self._seq(rank) + self._outside(rank)
+
+    def _seq(self, rank: RankSim) -> int:
+        """Prompt and output so far of the decoding requests (SGLang's decode_sum_seq_lens)."""
         now = self.dep.now
-        held = sum(r.shape.prompt_tokens + r.tokens(now) for r in rank.decoding)
-        held += sum(r.shape.prompt_tokens for r in rank.running if r not in rank.decoding)
-        held += sum(r.shape.prompt_tokens for r in rank.transfer) + sum(r.shape.prompt_tokens for r in rank.inflight)
-        return held
+        return sum(r.shape.prompt_tokens + r.tokens(now) for r in rank.decoding)
+
+    @staticmethod
+    def _outside(rank: RankSim) -> int:
+        """The prompts held outside the decode batch: prefilling, in transfer or in flight."""
+        held = sum(r.shape.prompt_tokens for r in rank.running if r not in rank.decoding)
+        return held + sum(r.shape.prompt_tokens for r in rank.transfer) + sum(r.shape.prompt_tokens for r in rank.inflight)
 
     def promise(self, rank: RankSim, req: Req) -> None:
         """`req` runs on the unified `rank` now: count the most KV it can ever hold there."""
@@ -156,7 +163,7 @@ class KVCache:
         mine = self.writing(req, int(req.mark_done) + 1 if req.retracted else 0)
         extend = mine.held if req.retracted else req.shape.prompt_tokens - req.shape.cached_tokens
         pool = rank.max_total_tokens - self.lost(srv, rank, eff)
-        if rank.promised + extend + min(max(mine.max_new - mine.written, 0), CLIP_MAX_NEW_TOKENS) < pool:
+        if rank.promised + extend + mine.left() < pool:
             return True  # the pool holds all the running requests can ever hold: SGLang's count passes too
         running = [self.writing(r) for r in rank.running]
         return admits(self.free(srv, rank, eff), running, rank.new_token_ratio, extend, mine.max_new - mine.written)
@@ -211,9 +218,8 @@ class KVCache:
     def usage(self, rank: RankSim, eff: Effects) -> KVUsage:
         """What the rank's requests hold at `now`; tokens a full KV cache lost count as used, as SGLang counts
         every token not free (num_used_tokens = total - available - evictable)."""
-        done = {r: r.tokens(self.dep.now) for r in rank.decoding}
-        seq = sum(r.shape.prompt_tokens + done[r] for r in rank.decoding)
+        seq = self._seq(rank)
         total = rank.max_total_tokens
-        used = min(self.held(rank) + eff.pool_lost(total), total)
+        used = min(seq + self._outside(rank) + eff.pool_lost(total), total)
         evictable = max(min(total - used, total * 0.1 * (1 if self.dep.model.prefix_hit else 0.2)), 0.0)
         return KVUsage(seq, used / total, used, evictable, total)

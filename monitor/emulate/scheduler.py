@@ -157,7 +157,7 @@ class Scheduler:
         """A unified rank takes waiting requests while it has slots: prefill, then decode."""
         dep = self.dep
         eff = dep.effects(srv.spec.role)
-        cap = dep.kv.capacity(srv, rank, eff)
+        cap = dep.kv.capacity(srv, rank)
         while rank.waiting and len(rank.running) < cap:
             if not dep.kv.admits(srv, rank, rank.waiting[0], eff):
                 self.retry_later(rank)  # the ratio falls with every decode step: the reservation shrinks
@@ -167,7 +167,7 @@ class Scheduler:
             dep.kv.promise(rank, req)
             if req.retracted:  # its KV is gone: prefill the prompt and its output so far again, then go on
                 tokens = req.shape.prompt_tokens + int(req.mark_done) + 1
-                seconds = dep.model.prefill_seconds(dep.rng, tokens, dep.effects(srv.spec.role).ttft)
+                seconds = dep.model.prefill_seconds(dep.rng, tokens, eff.ttft)
                 dep.schedule(dep.now + seconds, self.resume, req)
                 self.touch(rank)
                 continue
